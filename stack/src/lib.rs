@@ -1,0 +1,6 @@
+//! Sans-IO RoCEv2 protocol core.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod icrc;
+pub mod wire;

@@ -1,0 +1,398 @@
+//! Building whole RoCE frames in a caller-supplied buffer.
+//!
+//! [`PacketRepr::emit`] writes Ethernet (+ 802.1Q), IPv4/IPv6 (or a RoCEv1 GRH),
+//! UDP, BTH, extension headers, payload, pad bytes and the ICRC, filling in every
+//! length, the IPv4 header checksum and the UDP checksum policy. For zero-copy
+//! senders the same work is split in two: [`PacketRepr::emit_headers`] writes the
+//! headers and returns where the payload goes, the caller writes the payload in
+//! place, and [`PacketRepr::finalize`] adds pad, ICRC and checksums.
+//!
+//! Lengths (CASES R04 d): UDP length = 8 + 12 + extension headers + payload + pad
+//! + 4; IPv4 total length = 20 + UDP length; IPv6 payload length = UDP length;
+//! GRH PayLen = BTH .. ICRC. Frames shorter than 60 bytes are zero-padded to 60;
+//! the padding is never counted in a length field.
+//!
+//! UDP checksum policy ([`UdpChecksum`]): over IPv4 the default is 0 ("no
+//! checksum", RFC 768), what rxe and ConnectX send; the ICRC protects the
+//! packet. Over IPv6 a zero UDP checksum is only legal under RFC 6935/6936
+//! (tunnel endpoints that opt in), and plain IPv6 receivers and Wireshark reject
+//! it, so the IPv6 default computes the full checksum (RFC 8200 §8.1). Both
+//! defaults can be overridden, e.g. `Zero` to match rxe on IPv6.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+use smoltcp::wire::{IpAddress, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket};
+
+use super::bth::{self, BthRepr};
+use super::ext::ExtHeaders;
+use super::grh::{self, GrhRepr};
+use super::packet::{NetInfo, RocePacket, VlanTag};
+use super::{
+    Error, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1, ETHERTYPE_VLAN, ETH_MIN_FRAME_LEN,
+    ICRC_LEN, ROCEV2_UDP_PORT,
+};
+use crate::icrc::{self, IcrcForm};
+
+/// Ethernet header to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct EthRepr {
+    /// Destination MAC.
+    pub dst: [u8; 6],
+    /// Source MAC.
+    pub src: [u8; 6],
+    /// Optional 802.1Q tag (outside the ICRC).
+    pub vlan: Option<VlanTag>,
+}
+
+impl EthRepr {
+    fn len(&self) -> usize {
+        if self.vlan.is_some() {
+            18
+        } else {
+            14
+        }
+    }
+}
+
+/// IPv4 header to write (IHL 5, protocol UDP; lengths and checksum computed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4Repr {
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// DSCP, 0..=63.
+    pub dscp: u8,
+    /// ECN, 0..=3.
+    pub ecn: u8,
+    /// TTL.
+    pub ttl: u8,
+    /// Identification.
+    pub ident: u16,
+    /// DF flag (rxe sets it).
+    pub dont_frag: bool,
+}
+
+/// IPv6 header to write (next header UDP; payload length computed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv6Repr {
+    /// Source address.
+    pub src: Ipv6Addr,
+    /// Destination address.
+    pub dst: Ipv6Addr,
+    /// DSCP, 0..=63.
+    pub dscp: u8,
+    /// ECN, 0..=3.
+    pub ecn: u8,
+    /// Flow label, 20 bits.
+    pub flow_label: u32,
+    /// Hop limit.
+    pub hop_limit: u8,
+}
+
+/// Network header to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NetRepr {
+    /// RoCEv2 over IPv4.
+    Ipv4(Ipv4Repr),
+    /// RoCEv2 over IPv6.
+    Ipv6(Ipv6Repr),
+    /// RoCEv1: a GRH (its `payload_len` is computed; `next_header` is written as
+    /// given, normally 0x1B).
+    Grh(GrhRepr),
+}
+
+impl NetRepr {
+    fn form(&self) -> IcrcForm {
+        match self {
+            NetRepr::Ipv4(_) => IcrcForm::Ipv4,
+            NetRepr::Ipv6(_) => IcrcForm::Ipv6,
+            NetRepr::Grh(_) => IcrcForm::Grh,
+        }
+    }
+}
+
+/// What to put in the UDP checksum field (see the module docs for the policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum UdpChecksum {
+    /// Zero over IPv4, computed over IPv6.
+    #[default]
+    Default,
+    /// Always 0 (what rxe sends over both IP versions).
+    Zero,
+    /// Always the full RFC 768 checksum.
+    Compute,
+    /// This exact value (replaying or rebuilding a captured frame).
+    Value(u16),
+}
+
+/// UDP header to write (length computed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdpRepr {
+    /// Source port (flow entropy; keep it constant per QP).
+    pub src_port: u16,
+    /// Destination port, normally [`ROCEV2_UDP_PORT`].
+    pub dst_port: u16,
+    /// Checksum policy.
+    pub checksum: UdpChecksum,
+}
+
+impl Default for UdpRepr {
+    fn default() -> Self {
+        UdpRepr {
+            src_port: 0xC000,
+            dst_port: ROCEV2_UDP_PORT,
+            checksum: UdpChecksum::Default,
+        }
+    }
+}
+
+/// Everything needed to write one RoCE frame except the payload bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketRepr {
+    /// Ethernet header.
+    pub eth: EthRepr,
+    /// IPv4, IPv6 or GRH.
+    pub net: NetRepr,
+    /// UDP header (ignored for RoCEv1).
+    pub udp: UdpRepr,
+    /// BTH (its PadCnt is overwritten from the payload length).
+    pub bth: BthRepr,
+    /// Extension headers; must be exactly those the opcode table lists.
+    pub ext: ExtHeaders,
+}
+
+/// Offsets of one frame being built.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    l3: usize,
+    payload: usize,
+    pad: usize,
+    icrc: usize,
+    end: usize,
+}
+
+impl PacketRepr {
+    /// The repr that rebuilds `p` byte for byte (with its UDP checksum as a
+    /// literal value), given its payload.
+    pub fn from_packet(p: &RocePacket<'_>) -> PacketRepr {
+        let net = match p.net {
+            NetInfo::Ipv4(i) => NetRepr::Ipv4(Ipv4Repr {
+                src: i.src,
+                dst: i.dst,
+                dscp: i.dscp,
+                ecn: i.ecn,
+                ttl: i.ttl,
+                ident: i.ident,
+                dont_frag: i.dont_frag,
+            }),
+            NetInfo::Ipv6(i) => NetRepr::Ipv6(Ipv6Repr {
+                src: i.src,
+                dst: i.dst,
+                dscp: i.dscp,
+                ecn: i.ecn,
+                flow_label: i.flow_label,
+                hop_limit: i.hop_limit,
+            }),
+            NetInfo::Grh(g) => NetRepr::Grh(g),
+        };
+        let udp = p.udp.map_or(UdpRepr::default(), |u| UdpRepr {
+            src_port: u.src_port,
+            dst_port: u.dst_port,
+            checksum: UdpChecksum::Value(u.checksum),
+        });
+        PacketRepr {
+            eth: EthRepr {
+                dst: p.l2.dst,
+                src: p.l2.src,
+                vlan: p.l2.vlan,
+            },
+            net,
+            udp,
+            bth: p.bth,
+            ext: p.ext,
+        }
+    }
+
+    /// Length of everything before the payload, bytes.
+    pub fn header_len(&self) -> usize {
+        self.eth.len()
+            + self.net.form().net_len()
+            + bth::HEADER_LEN
+            + self.bth.opcode.info().hdr_len as usize
+    }
+
+    /// Length of the frame for a payload of `payload_len` bytes, including pad,
+    /// ICRC and padding to the 60-byte Ethernet minimum (no FCS).
+    pub fn frame_len(&self, payload_len: usize) -> usize {
+        self.layout(payload_len).end.max(ETH_MIN_FRAME_LEN)
+    }
+
+    fn layout(&self, payload_len: usize) -> Layout {
+        let l3 = self.eth.len();
+        let payload = self.header_len();
+        let pad = payload + payload_len;
+        let icrc = pad + (payload_len.wrapping_neg() & 3);
+        Layout {
+            l3,
+            payload,
+            pad,
+            icrc,
+            end: icrc + ICRC_LEN,
+        }
+    }
+
+    /// Write the whole frame with `payload` into `buf`. Returns the frame length.
+    ///
+    /// Errors: [`Error::BufferTooSmall`], [`Error::ExtHeaderMismatch`],
+    /// [`Error::BadPayloadLen`].
+    pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize, Error> {
+        let off = self.emit_headers(buf, payload.len())?;
+        buf.get_mut(off..off + payload.len())
+            .ok_or(Error::BufferTooSmall)?
+            .copy_from_slice(payload);
+        self.finalize(buf, payload.len())
+    }
+
+    /// Write every header for a payload of `payload_len` bytes. Returns the offset
+    /// at which the caller writes the payload before calling
+    /// [`PacketRepr::finalize`].
+    pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<usize, Error> {
+        let info = self.bth.opcode.info();
+        if info.supported && self.ext.mask() != info.hdrs
+            || !info.supported && self.ext.mask().0 != 0
+        {
+            return Err(Error::ExtHeaderMismatch);
+        }
+        let lay = self.layout(payload_len);
+        if buf.len() < lay.end.max(ETH_MIN_FRAME_LEN) {
+            return Err(Error::BufferTooSmall);
+        }
+        let form = self.net.form();
+        // UDP length (UDP header .. ICRC); the GRH computes its PayLen below.
+        let (l3_hdr, udp_len) = match form {
+            IcrcForm::Ipv4 => (20, lay.end - lay.l3 - 20),
+            IcrcForm::Ipv6 => (40, lay.end - lay.l3 - 40),
+            IcrcForm::Grh => (40, 0),
+        };
+        let max_l3 = lay.end - lay.l3;
+        if max_l3 > u16::MAX as usize {
+            return Err(Error::BadPayloadLen);
+        }
+
+        // Ethernet.
+        let (eth, rest) = buf.split_at_mut(lay.l3);
+        eth[0..6].copy_from_slice(&self.eth.dst);
+        eth[6..12].copy_from_slice(&self.eth.src);
+        let ethertype = match form {
+            IcrcForm::Ipv4 => ETHERTYPE_IPV4,
+            IcrcForm::Ipv6 => ETHERTYPE_IPV6,
+            IcrcForm::Grh => ETHERTYPE_ROCEV1,
+        };
+        if let Some(tag) = self.eth.vlan {
+            eth[12..14].copy_from_slice(&ETHERTYPE_VLAN.to_be_bytes());
+            eth[14..16].copy_from_slice(&tag.tci().to_be_bytes());
+            eth[16..18].copy_from_slice(&ethertype.to_be_bytes());
+        } else {
+            eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        }
+
+        // Network header.
+        match &self.net {
+            NetRepr::Ipv4(r) => {
+                let mut ip = Ipv4Packet::new_unchecked(&mut rest[..20]);
+                ip.set_version(4);
+                ip.set_header_len(20);
+                ip.set_dscp(r.dscp & 0x3F);
+                ip.set_ecn(r.ecn & 3);
+                ip.set_total_len((20 + udp_len) as u16);
+                ip.set_ident(r.ident);
+                ip.clear_flags();
+                ip.set_dont_frag(r.dont_frag);
+                ip.set_frag_offset(0);
+                ip.set_hop_limit(r.ttl);
+                ip.set_next_header(IpProtocol::Udp);
+                ip.set_src_addr(r.src);
+                ip.set_dst_addr(r.dst);
+                ip.fill_checksum();
+            }
+            NetRepr::Ipv6(r) => {
+                let mut ip = Ipv6Packet::new_unchecked(&mut rest[..40]);
+                ip.set_version(6);
+                ip.set_traffic_class((r.dscp & 0x3F) << 2 | (r.ecn & 3));
+                ip.set_flow_label(r.flow_label & 0xF_FFFF);
+                ip.set_payload_len(udp_len as u16);
+                ip.set_next_header(IpProtocol::Udp);
+                ip.set_hop_limit(r.hop_limit);
+                ip.set_src_addr(r.src);
+                ip.set_dst_addr(r.dst);
+            }
+            NetRepr::Grh(g) => {
+                let g = GrhRepr {
+                    payload_len: (lay.end - lay.l3 - grh::HEADER_LEN) as u16,
+                    ..*g
+                };
+                let out: &mut [u8; 40] = (&mut rest[..40])
+                    .try_into()
+                    .map_err(|_| Error::BufferTooSmall)?;
+                g.emit(out);
+            }
+        }
+        // UDP (checksum filled in by finalize).
+        if form != IcrcForm::Grh {
+            let mut udp = UdpPacket::new_unchecked(&mut rest[l3_hdr..l3_hdr + 8]);
+            udp.set_src_port(self.udp.src_port);
+            udp.set_dst_port(self.udp.dst_port);
+            udp.set_len(udp_len as u16);
+            udp.set_checksum(0);
+        }
+        // BTH with PadCnt from the payload length.
+        let bth_off = form.net_len();
+        let bth = BthRepr {
+            pad_count: (payload_len.wrapping_neg() & 3) as u8,
+            ..self.bth
+        };
+        let out: &mut [u8; 12] = (&mut rest[bth_off..bth_off + 12])
+            .try_into()
+            .map_err(|_| Error::BufferTooSmall)?;
+        bth.emit(out);
+        self.ext
+            .emit(info.hdrs, &mut rest[bth_off + 12..lay.payload - lay.l3])?;
+        Ok(lay.payload)
+    }
+
+    /// After the payload is in place: write the pad bytes, the ICRC, the UDP
+    /// checksum, and zero padding up to 60 bytes. Returns the frame length.
+    pub fn finalize(&self, buf: &mut [u8], payload_len: usize) -> Result<usize, Error> {
+        let lay = self.layout(payload_len);
+        let frame_len = lay.end.max(ETH_MIN_FRAME_LEN);
+        let buf = buf.get_mut(..frame_len).ok_or(Error::BufferTooSmall)?;
+        buf[lay.pad..lay.icrc].fill(0);
+        let form = self.net.form();
+        let crc = icrc::compute(form, &buf[lay.l3..lay.icrc])?;
+        buf[lay.icrc..lay.end].copy_from_slice(&crc.to_le_bytes());
+        buf[lay.end..].fill(0);
+        if form != IcrcForm::Grh {
+            let l3_hdr = if form == IcrcForm::Ipv4 { 20 } else { 40 };
+            let policy = match (self.udp.checksum, &self.net) {
+                (UdpChecksum::Default, NetRepr::Ipv4(_)) => UdpChecksum::Zero,
+                (UdpChecksum::Default, _) => UdpChecksum::Compute,
+                (p, _) => p,
+            };
+            let mut udp = UdpPacket::new_unchecked(&mut buf[lay.l3 + l3_hdr..lay.end]);
+            match policy {
+                UdpChecksum::Zero | UdpChecksum::Default => udp.set_checksum(0),
+                UdpChecksum::Value(v) => udp.set_checksum(v),
+                UdpChecksum::Compute => {
+                    let (src, dst) = match &self.net {
+                        NetRepr::Ipv4(r) => (IpAddress::Ipv4(r.src), IpAddress::Ipv4(r.dst)),
+                        NetRepr::Ipv6(r) => (IpAddress::Ipv6(r.src), IpAddress::Ipv6(r.dst)),
+                        NetRepr::Grh(_) => return Ok(frame_len),
+                    };
+                    udp.fill_checksum(&src, &dst);
+                }
+            }
+        }
+        Ok(frame_len)
+    }
+}

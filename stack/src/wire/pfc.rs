@@ -1,0 +1,199 @@
+//! MAC control frames: IEEE 802.3x PAUSE (802.3 Annex 31B) and IEEE 802.1Qbb
+//! priority-based flow control (PFC).
+//!
+//! ```text
+//! DA 01:80:C2:00:00:01 | SA | EtherType 0x8808 | opcode(2) | ...
+//!   PAUSE (0x0001): pause_time(2), 42 zero bytes
+//!   PFC   (0x0101): class-enable vector(2, bit n = priority n, high byte 0),
+//!                   time[0..7](2 each, priority 0 first), 26 zero bytes
+//! ```
+//! The frame is always 60 bytes before the FCS (64 on the wire), untagged.
+//! Times are in quanta of 512 bit times at the link speed (802.3 §31B.3.2):
+//! 5.12 ns at 100 Gbit/s, 20.48 ns at 25 Gbit/s. A timer of 0 with its enable bit
+//! set is XON (resume at once); a new frame replaces a running timer.
+
+use core::time::Duration;
+
+use super::packet::L2Info;
+use super::{Error, ETHERTYPE_MAC_CONTROL, ETH_MIN_FRAME_LEN};
+
+/// Destination MAC of MAC control frames (802.1D reserved address).
+pub const MAC_CONTROL_DST: [u8; 6] = [0x01, 0x80, 0xC2, 0x00, 0x00, 0x01];
+/// 802.3x PAUSE opcode.
+pub const OPCODE_PAUSE: u16 = 0x0001;
+/// 802.1Qbb PFC opcode.
+pub const OPCODE_PFC: u16 = 0x0101;
+/// Length of a MAC control frame without FCS, bytes.
+pub const FRAME_LEN: usize = ETH_MIN_FRAME_LEN;
+/// Bit times in one pause quantum.
+pub const BITS_PER_QUANTUM: u64 = 512;
+
+/// An 802.3x PAUSE frame: pause all traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PauseRepr {
+    /// Pause time, quanta (0 = resume).
+    pub quanta: u16,
+}
+
+/// An 802.1Qbb PFC frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PfcRepr {
+    /// Class-enable vector as on the wire: bit n = priority n; the high byte is
+    /// reserved (0 when sent; Wireshark flags non-zero).
+    pub class_enable: u16,
+    /// Pause time per priority, quanta; meaningful only where enabled.
+    pub quanta: [u16; 8],
+}
+
+impl PfcRepr {
+    /// XOFF for one priority: enable bit set, timer `quanta`.
+    pub fn xoff(priority: u8, quanta: u16) -> PfcRepr {
+        let mut r = PfcRepr::default();
+        r.set(priority, quanta);
+        r
+    }
+    /// XON for one priority: enable bit set, timer 0.
+    pub fn xon(priority: u8) -> PfcRepr {
+        PfcRepr::xoff(priority, 0)
+    }
+    /// Enable `priority` (0..=7) with timer `quanta`.
+    pub fn set(&mut self, priority: u8, quanta: u16) {
+        let p = (priority & 7) as usize;
+        self.class_enable |= 1 << p;
+        self.quanta[p] = quanta;
+    }
+    /// Whether `priority`'s enable bit is set.
+    pub fn enabled(&self, priority: u8) -> bool {
+        priority < 8 && self.class_enable & (1 << priority) != 0
+    }
+    /// Timer of `priority` if its enable bit is set.
+    pub fn time(&self, priority: u8) -> Option<u16> {
+        self.enabled(priority)
+            .then(|| self.quanta[(priority & 7) as usize])
+    }
+}
+
+/// A parsed MAC control frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MacControl {
+    /// 802.3x PAUSE.
+    Pause(PauseRepr),
+    /// 802.1Qbb PFC.
+    Pfc(PfcRepr),
+}
+
+impl MacControl {
+    /// Parse a whole Ethernet frame (an 802.1Q tag, if any, is skipped). Trailing
+    /// bytes (pad, FCS) are ignored.
+    ///
+    /// Errors: [`Error::NotRoce`] if the EtherType is not 0x8808,
+    /// [`Error::MacControlBadDst`] for another destination (CASES R33 e),
+    /// [`Error::MacControlTruncated`], [`Error::MacControlUnknownOpcode`].
+    pub fn parse(frame: &[u8]) -> Result<MacControl, Error> {
+        let l2 = L2Info::parse(frame)?;
+        if l2.ethertype != ETHERTYPE_MAC_CONTROL {
+            return Err(Error::NotRoce);
+        }
+        if l2.dst != MAC_CONTROL_DST {
+            return Err(Error::MacControlBadDst);
+        }
+        let body = frame.get(l2.header_len()..).unwrap_or(&[]);
+        let be = |i: usize| -> Result<u16, Error> {
+            body.get(i..i + 2)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]))
+                .ok_or(Error::MacControlTruncated)
+        };
+        match be(0)? {
+            OPCODE_PAUSE => Ok(MacControl::Pause(PauseRepr { quanta: be(2)? })),
+            OPCODE_PFC => {
+                let mut r = PfcRepr {
+                    class_enable: be(2)?,
+                    quanta: [0; 8],
+                };
+                for (p, q) in r.quanta.iter_mut().enumerate() {
+                    *q = be(4 + 2 * p)?;
+                }
+                Ok(MacControl::Pfc(r))
+            }
+            op => Err(Error::MacControlUnknownOpcode(op)),
+        }
+    }
+
+    /// Write the 60-byte frame (untagged) from `src` into `buf`. Returns 60.
+    ///
+    /// Errors: [`Error::BufferTooSmall`].
+    pub fn emit(&self, src: [u8; 6], buf: &mut [u8]) -> Result<usize, Error> {
+        let out = buf.get_mut(..FRAME_LEN).ok_or(Error::BufferTooSmall)?;
+        out.fill(0);
+        out[0..6].copy_from_slice(&MAC_CONTROL_DST);
+        out[6..12].copy_from_slice(&src);
+        out[12..14].copy_from_slice(&ETHERTYPE_MAC_CONTROL.to_be_bytes());
+        match self {
+            MacControl::Pause(p) => {
+                out[14..16].copy_from_slice(&OPCODE_PAUSE.to_be_bytes());
+                out[16..18].copy_from_slice(&p.quanta.to_be_bytes());
+            }
+            MacControl::Pfc(p) => {
+                out[14..16].copy_from_slice(&OPCODE_PFC.to_be_bytes());
+                out[16..18].copy_from_slice(&p.class_enable.to_be_bytes());
+                for (i, q) in p.quanta.iter().enumerate() {
+                    out[18 + 2 * i..20 + 2 * i].copy_from_slice(&q.to_be_bytes());
+                }
+            }
+        }
+        Ok(FRAME_LEN)
+    }
+}
+
+/// Duration of `quanta` pause quanta at `link_mbps` Mbit/s (512 bit times each;
+/// 802.3 §31B.3.2). Rounded down to the nanosecond. A link speed of 0 gives 0.
+pub fn quanta_to_duration(quanta: u16, link_mbps: u64) -> Duration {
+    if link_mbps == 0 {
+        return Duration::ZERO;
+    }
+    // picoseconds = quanta * 512 bits / (link_mbps * 1e6 bit/s) * 1e12
+    let ps = quanta as u128 * BITS_PER_QUANTUM as u128 * 1_000_000 / link_mbps as u128;
+    Duration::from_nanos((ps / 1000) as u64)
+}
+
+/// The number of quanta covering `d` at `link_mbps` Mbit/s, rounded up and
+/// saturating at 0xFFFF. A link speed of 0 gives 0.
+pub fn duration_to_quanta(d: Duration, link_mbps: u64) -> u16 {
+    if link_mbps == 0 {
+        return 0;
+    }
+    // quanta = d[ps] * link_mbps / (512 * 1e6)
+    let num = d.as_nanos() * 1000 * link_mbps as u128;
+    let den = BITS_PER_QUANTUM as u128 * 1_000_000;
+    num.div_ceil(den).min(u16::MAX as u128) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quanta_at_link_speeds_from_digest() {
+        // ROCEV2-DIGEST §7: 51.2 ns @10G, 20.48 ns @25G, 5.12 ns @100G; 65535 quanta
+        // = 3.355 ms @10G, 335.5 us @100G; CASES R34: ~1342 us @25G.
+        assert_eq!(quanta_to_duration(10, 10_000), Duration::from_nanos(512));
+        assert_eq!(quanta_to_duration(100, 25_000), Duration::from_nanos(2048));
+        assert_eq!(quanta_to_duration(100, 100_000), Duration::from_nanos(512));
+        assert_eq!(
+            quanta_to_duration(0xFFFF, 100_000),
+            Duration::from_nanos(335_539)
+        );
+        assert_eq!(
+            quanta_to_duration(0xFFFF, 10_000),
+            Duration::from_nanos(3_355_392)
+        );
+        assert_eq!(
+            quanta_to_duration(0xFFFF, 25_000),
+            Duration::from_nanos(1_342_156)
+        );
+        assert_eq!(duration_to_quanta(Duration::from_nanos(512), 100_000), 100);
+        assert_eq!(duration_to_quanta(Duration::from_nanos(513), 100_000), 101);
+        assert_eq!(duration_to_quanta(Duration::from_secs(1), 100_000), 0xFFFF);
+        assert_eq!(duration_to_quanta(Duration::from_secs(1), 0), 0);
+    }
+}
