@@ -1,0 +1,1 @@
+//! `roce decode`: one line per frame of a pcap/pcapng file. (Being written.)

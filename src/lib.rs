@@ -1,0 +1,5 @@
+//! The `roce` tool: the command-line front end of the user-space RoCEv2 stack.
+//!
+//! Subcommands live in their own modules; `main.rs` only parses arguments.
+
+pub mod decode;
