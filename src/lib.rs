@@ -3,3 +3,4 @@
 //! Subcommands live in their own modules; `main.rs` only parses arguments.
 
 pub mod decode;
+pub mod pcap_io;

@@ -7,8 +7,8 @@
 //! headers and returns where the payload goes, the caller writes the payload in
 //! place, and [`PacketRepr::finalize`] adds pad, ICRC and checksums.
 //!
-//! Lengths (CASES R04 d): UDP length = 8 + 12 + extension headers + payload + pad
-//! + 4; IPv4 total length = 20 + UDP length; IPv6 payload length = UDP length;
+//! Lengths (CASES R04 d): UDP length = 8 + 12 + extension headers + payload +
+//! pad + 4; IPv4 total length = 20 + UDP length; IPv6 payload length = UDP length;
 //! GRH PayLen = BTH .. ICRC. Frames shorter than 60 bytes are zero-padded to 60;
 //! the padding is never counted in a length field.
 //!
@@ -231,14 +231,16 @@ impl PacketRepr {
     fn layout(&self, payload_len: usize) -> Layout {
         let l3 = self.eth.len();
         let payload = self.header_len();
-        let pad = payload + payload_len;
-        let icrc = pad + (payload_len.wrapping_neg() & 3);
+        // Saturating: a nonsense `payload_len` gives an `end` beyond any 16-bit
+        // length field (rejected by `emit_headers`), never an overflow.
+        let pad = payload.saturating_add(payload_len);
+        let icrc = pad.saturating_add(payload_len.wrapping_neg() & 3);
         Layout {
             l3,
             payload,
             pad,
             icrc,
-            end: icrc + ICRC_LEN,
+            end: icrc.saturating_add(ICRC_LEN),
         }
     }
 
@@ -265,6 +267,10 @@ impl PacketRepr {
             return Err(Error::ExtHeaderMismatch);
         }
         let lay = self.layout(payload_len);
+        let max_l3 = lay.end - lay.l3;
+        if max_l3 > u16::MAX as usize {
+            return Err(Error::BadPayloadLen);
+        }
         if buf.len() < lay.end.max(ETH_MIN_FRAME_LEN) {
             return Err(Error::BufferTooSmall);
         }
@@ -275,10 +281,6 @@ impl PacketRepr {
             IcrcForm::Ipv6 => (40, lay.end - lay.l3 - 40),
             IcrcForm::Grh => (40, 0),
         };
-        let max_l3 = lay.end - lay.l3;
-        if max_l3 > u16::MAX as usize {
-            return Err(Error::BadPayloadLen);
-        }
 
         // Ethernet.
         let (eth, rest) = buf.split_at_mut(lay.l3);

@@ -88,7 +88,7 @@ pub enum Error {
     /// UDP length below 8 or beyond the IP payload (CASES R02).
     UdpBadLen,
     /// The IP or UDP (or GRH) length runs past the captured bytes: the ICRC is not
-    /// in the frame (CASES R04 c).
+    /// in the frame, or the IP length is bogus (CASES R04 c, R01 d).
     Truncated,
     /// Fewer than 40 bytes for a RoCEv1 GRH.
     GrhTruncated,

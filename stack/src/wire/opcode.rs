@@ -114,6 +114,7 @@ impl ExtHeader {
     ];
 
     /// Length on the wire, bytes.
+    #[allow(clippy::len_without_is_empty)] // a header's size; never empty
     pub const fn len(self) -> usize {
         match self {
             ExtHeader::Rdeth => 4,
@@ -789,8 +790,8 @@ mod tests {
         assert_eq!(o.hdr_len, 12);
         assert!(!o.payload);
         assert!(!o.is_request);
-        assert_eq!(Opcode(0x15).info().supported, false);
-        assert_eq!(Opcode(0x2C).info().supported, false);
+        assert!(!Opcode(0x15).info().supported);
+        assert!(!Opcode(0x2C).info().supported);
         assert_eq!(Opcode(0xC0).info().transport, Transport::Reserved);
         assert_eq!(Opcode(0xE5).info().transport, Transport::Manufacturer);
         // FLUSH: FETH then RETH.

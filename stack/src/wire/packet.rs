@@ -20,11 +20,12 @@
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use smoltcp::wire::{EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket};
+use smoltcp::wire::{IpProtocol, Ipv6Packet};
 
 use super::bth::{self, Bth, BthRepr};
 use super::ext::ExtHeaders;
 use super::grh::{self, GrhRepr};
+use super::opcode::HdrMask;
 use super::{arp, pfc, Error, ICRC_LEN, ROCEV2_UDP_PORT};
 use super::{
     ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_MAC_CONTROL, ETHERTYPE_ROCEV1,
@@ -84,21 +85,28 @@ impl L2Info {
     /// Parse the Ethernet header (and one 802.1Q tag) of `frame`.
     ///
     /// Errors: [`Error::EthTruncated`], [`Error::VlanTruncated`].
+    #[inline]
     pub fn parse(frame: &[u8]) -> Result<L2Info, Error> {
-        if frame.len() < 14 {
+        // Fixed-size views, destructured: no bounds checks and no smoltcp
+        // accessor calls on the receive hot path.
+        let Some(eth) = frame.first_chunk::<14>() else {
             return Err(Error::EthTruncated);
-        }
-        let eth = EthernetFrame::new_unchecked(frame);
-        let mut ethertype = u16::from(eth.ethertype());
+        };
+        let [d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, t0, t1] = *eth;
+        let mut ethertype = u16::from_be_bytes([t0, t1]);
         let mut vlan = None;
         if ethertype == ETHERTYPE_VLAN {
-            let tag = frame.get(14..18).ok_or(Error::VlanTruncated)?;
-            vlan = Some(VlanTag::from_tci(u16::from_be_bytes([tag[0], tag[1]])));
-            ethertype = u16::from_be_bytes([tag[2], tag[3]]);
+            let Some(&[_, _, _, _, _, _, _, _, _, _, _, _, _, _, c0, c1, e0, e1]) =
+                frame.first_chunk::<18>()
+            else {
+                return Err(Error::VlanTruncated);
+            };
+            vlan = Some(VlanTag::from_tci(u16::from_be_bytes([c0, c1])));
+            ethertype = u16::from_be_bytes([e0, e1]);
         }
         Ok(L2Info {
-            dst: eth.dst_addr().0,
-            src: eth.src_addr().0,
+            dst: [d0, d1, d2, d3, d4, d5],
+            src: [s0, s1, s2, s3, s4, s5],
             vlan,
             ethertype,
         })
@@ -288,38 +296,45 @@ impl<'a> RocePacket<'a> {
     /// Parse and verify a frame for the receive path ([`ParseMode::Strict`]):
     /// the ICRC is checked, and a mismatch is [`Error::IcrcMismatch`].
     pub fn parse(frame: &'a [u8]) -> Result<RocePacket<'a>, Error> {
-        let p = Self::parse_with(frame, ParseMode::Strict)?;
-        match p.icrc_status() {
-            IcrcStatus::Ok => Ok(p),
-            IcrcStatus::Bad { .. } => Err(Error::IcrcMismatch),
-            IcrcStatus::Truncated => Err(Error::Truncated),
-        }
+        Self::parse_impl(frame, ParseMode::Strict, true)
     }
 
     /// Parse a frame without checking the ICRC (see [`RocePacket::icrc_status`]).
     pub fn parse_with(frame: &'a [u8], mode: ParseMode) -> Result<RocePacket<'a>, Error> {
+        Self::parse_impl(frame, mode, false)
+    }
+
+    /// The parser behind [`RocePacket::parse`] (`verify`: check the ICRC, map a
+    /// mismatch to [`Error::IcrcMismatch`]) and [`RocePacket::parse_with`].
+    ///
+    /// Checking the ICRC before the packet is assembled, rather than on a parsed
+    /// copy, lets the 312-byte result be built once in the caller's slot.
+    #[inline(always)]
+    fn parse_impl(frame: &'a [u8], mode: ParseMode, verify: bool) -> Result<RocePacket<'a>, Error> {
         let l2 = L2Info::parse(frame)?;
         let l3 = frame.get(l2.header_len()..).unwrap_or(&[]);
         let lenient = mode == ParseMode::Lenient;
         // Each arm yields the network info, the UDP info, the offset of the BTH
-        // within l3, the end of the transport payload within l3 (from length
-        // fields, clamped to the captured bytes) and whether it was clamped.
-        let (net, udp, bth_off, declared_end) = match l2.ethertype {
-            ETHERTYPE_IPV4 => parse_ipv4(l3)?,
+        // within l3, the end of the transport payload within l3 (from the UDP or
+        // GRH length field) and the end of the IP datagram (from the IP length
+        // field; the same as the former for RoCEv1).
+        let (net, udp, bth_off, declared_end, ip_end) = match l2.ethertype {
+            ETHERTYPE_IPV4 => {
+                let (ip, udp, bth_off, end, ip_end) = parse_ipv4(l3)?;
+                (NetInfo::Ipv4(ip), Some(udp), bth_off, end, ip_end)
+            }
             ETHERTYPE_IPV6 => parse_ipv6(l3)?,
             ETHERTYPE_ROCEV1 => {
                 let g = GrhRepr::parse(l3)?;
-                (
-                    NetInfo::Grh(g),
-                    None,
-                    grh::HEADER_LEN,
-                    grh::HEADER_LEN + g.payload_len as usize,
-                )
+                let end = grh::HEADER_LEN + g.payload_len as usize;
+                (NetInfo::Grh(g), None, grh::HEADER_LEN, end, end)
             }
             _ => return Err(Error::NotRoce),
         };
         let truncated = declared_end > l3.len();
-        if truncated && !lenient {
+        // Strict: an IP length running past the captured bytes is a drop even
+        // when the UDP datagram it claims to hold fits (CASES R01 d).
+        if (truncated || ip_end > l3.len()) && !lenient {
             return Err(Error::Truncated);
         }
         let end = declared_end.min(l3.len());
@@ -348,7 +363,13 @@ impl<'a> RocePacket<'a> {
                 Error::ExtTruncated
             });
         }
-        let (ext, ext_len) = ExtHeaders::parse(info.hdrs, after_bth)?;
+        // Most data packets (SEND/WRITE FIRST/MIDDLE/LAST) carry no extension
+        // header: skip the table walk.
+        let (ext, ext_len) = if info.hdrs == HdrMask::EMPTY {
+            (ExtHeaders::default(), 0)
+        } else {
+            ExtHeaders::parse(info.hdrs, after_bth)?
+        };
         let body = after_bth.get(ext_len..).unwrap_or(&[]);
         let pad = bth.pad_count;
         let (payload, icrc, region_end) = if truncated {
@@ -367,6 +388,16 @@ impl<'a> RocePacket<'a> {
                 end - ICRC_LEN,
             )
         };
+        let region = l3.get(..region_end).unwrap_or(&[]);
+        if verify {
+            // As `icrc_status`: a region too short for the masked headers (not
+            // reachable in strict mode) reads as truncated.
+            match (icrc, icrc::compute(net.icrc_form(), region)) {
+                (Some(wire), Ok(expected)) if expected == u32::from_le_bytes(wire) => {}
+                (Some(_), Ok(_)) => return Err(Error::IcrcMismatch),
+                _ => return Err(Error::Truncated),
+            }
+        }
         Ok(RocePacket {
             l2,
             net,
@@ -376,7 +407,7 @@ impl<'a> RocePacket<'a> {
             payload,
             pad,
             icrc,
-            region: l3.get(..region_end).unwrap_or(&[]),
+            region,
         })
     }
 
@@ -433,17 +464,23 @@ impl<'a> RocePacket<'a> {
     }
 }
 
-type NetParse = (NetInfo, Option<UdpInfo>, usize, usize);
+/// Network info, UDP info, BTH offset, UDP datagram end, IP datagram end (the
+/// offsets within the bytes after the Ethernet header).
+type NetParse = (NetInfo, Option<UdpInfo>, usize, usize, usize);
 
-fn parse_ipv4(l3: &[u8]) -> Result<NetParse, Error> {
-    if l3.len() < 20 {
+/// IPv4 header (RFC 791), read from a fixed 20-byte view: the accessors and
+/// the checksum are inlined into the receive hot path.
+#[inline(always)]
+fn parse_ipv4(l3: &[u8]) -> Result<(Ipv4Info, UdpInfo, usize, usize, usize), Error> {
+    let Some(h) = l3.first_chunk::<20>() else {
         return Err(Error::Ipv4Truncated);
-    }
-    let ip = Ipv4Packet::new_unchecked(l3);
-    if ip.version() != 4 {
+    };
+    let [ver_ihl, tos, tl0, tl1, id0, id1, fl0, fl1, ttl, proto, ck0, ck1, s0, s1, s2, s3, d0, d1, d2, d3] =
+        *h;
+    if ver_ihl >> 4 != 4 {
         return Err(Error::Ipv4BadVersion);
     }
-    let ihl = ip.header_len() as usize;
+    let ihl = (ver_ihl & 0x0F) as usize * 4;
     if ihl < 20 {
         return Err(Error::Ipv4BadIhl);
     }
@@ -454,32 +491,51 @@ fn parse_ipv4(l3: &[u8]) -> Result<NetParse, Error> {
             Error::Ipv4Options
         });
     }
-    let total = ip.total_len() as usize;
+    let total_len = u16::from_be_bytes([tl0, tl1]);
+    let total = total_len as usize;
     if total < ihl + 8 {
         return Err(Error::Ipv4BadTotalLen);
     }
-    if !ip.verify_checksum() {
+    if !ipv4_checksum_ok(h) {
         return Err(Error::Ipv4BadChecksum);
     }
-    if ip.more_frags() || ip.frag_offset() != 0 {
+    // Flags (3 bits: reserved, DF, MF) and fragment offset (13 bits).
+    let flags = u16::from_be_bytes([fl0, fl1]);
+    if flags & 0x2000 != 0 || flags & 0x1FFF != 0 {
         return Err(Error::Ipv4Fragment);
     }
-    if ip.next_header() != IpProtocol::Udp {
+    if proto != u8::from(IpProtocol::Udp) {
         return Err(Error::NotRoce);
     }
     let info = Ipv4Info {
-        src: ip.src_addr(),
-        dst: ip.dst_addr(),
-        dscp: ip.dscp(),
-        ecn: ip.ecn(),
-        ttl: ip.hop_limit(),
-        ident: ip.ident(),
-        dont_frag: ip.dont_frag(),
-        total_len: ip.total_len(),
-        checksum: ip.checksum(),
+        src: Ipv4Addr::new(s0, s1, s2, s3),
+        dst: Ipv4Addr::new(d0, d1, d2, d3),
+        dscp: tos >> 2,
+        ecn: tos & 3,
+        ttl,
+        ident: u16::from_be_bytes([id0, id1]),
+        dont_frag: flags & 0x4000 != 0,
+        total_len,
+        checksum: u16::from_be_bytes([ck0, ck1]),
     };
     let (udp, end) = parse_udp(l3, ihl, total)?;
-    Ok((NetInfo::Ipv4(info), Some(udp), ihl + 8, end))
+    Ok((info, udp, ihl + 8, end, total))
+}
+
+/// Whether the RFC 1071 one's-complement sum of an option-less IPv4 header,
+/// checksum field included, is all ones (RFC 791 header checksum).
+#[inline(always)]
+fn ipv4_checksum_ok(h: &[u8; 20]) -> bool {
+    let mut sum = 0u32;
+    for w in h.chunks_exact(2) {
+        if let [a, b] = *w {
+            sum += u32::from(u16::from_be_bytes([a, b]));
+        }
+    }
+    // Ten 16-bit words: at most two carry folds.
+    sum = (sum >> 16) + (sum & 0xFFFF);
+    sum = (sum >> 16) + (sum & 0xFFFF);
+    sum == 0xFFFF
 }
 
 fn parse_ipv6(l3: &[u8]) -> Result<NetParse, Error> {
@@ -503,39 +559,46 @@ fn parse_ipv6(l3: &[u8]) -> Result<NetParse, Error> {
         hop_limit: ip.hop_limit(),
         payload_len: ip.payload_len(),
     };
-    let (udp, end) = parse_udp(l3, 40, 40 + ip.payload_len() as usize)?;
-    Ok((NetInfo::Ipv6(info), Some(udp), 48, end))
+    let ip_end = 40 + ip.payload_len() as usize;
+    let (udp, end) = parse_udp(l3, 40, ip_end)?;
+    Ok((NetInfo::Ipv6(info), Some(udp), 48, end, ip_end))
 }
 
 /// UDP header at `l3[off..]`, inside an IP datagram of `ip_end` bytes. Returns
 /// the UDP info and the end of the UDP datagram within `l3` (may exceed
 /// `l3.len()` when truncated).
+#[inline(always)]
 fn parse_udp(l3: &[u8], off: usize, ip_end: usize) -> Result<(UdpInfo, usize), Error> {
-    let hdr = match l3.get(off..off + 8) {
+    let hdr = match l3.get(off..).and_then(|h| h.first_chunk::<8>()) {
         Some(h) => h,
         None if ip_end > l3.len() => return Err(Error::Truncated),
         None => return Err(Error::UdpTruncated),
     };
-    let udp = UdpPacket::new_unchecked(hdr);
-    if udp.dst_port() != ROCEV2_UDP_PORT {
+    let [sp0, sp1, dp0, dp1, l0, l1, c0, c1] = *hdr;
+    let dst_port = u16::from_be_bytes([dp0, dp1]);
+    if dst_port != ROCEV2_UDP_PORT {
         return Err(Error::NotRoce);
     }
-    let len = udp.len() as usize;
+    let udp_len = u16::from_be_bytes([l0, l1]);
+    let len = udp_len as usize;
     if len < 8 || off + len > ip_end {
         return Err(Error::UdpBadLen);
     }
     Ok((
         UdpInfo {
-            src_port: udp.src_port(),
-            dst_port: udp.dst_port(),
-            len: udp.len(),
-            checksum: udp.checksum(),
+            src_port: u16::from_be_bytes([sp0, sp1]),
+            dst_port,
+            len: udp_len,
+            checksum: u16::from_be_bytes([c0, c1]),
         },
         off + len,
     ))
 }
 
 /// What a frame is, for tools that look at every frame (`roce decode`).
+// `Roce` is much larger than the other variants; boxing it would allocate per
+// frame and make `Frame` non-`Copy`.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Frame<'a> {
     /// A RoCE packet (parsed leniently; check [`RocePacket::icrc_status`]).

@@ -56,11 +56,14 @@ impl PfcRepr {
     pub fn xon(priority: u8) -> PfcRepr {
         PfcRepr::xoff(priority, 0)
     }
-    /// Enable `priority` (0..=7) with timer `quanta`.
+    /// Enable `priority` (0..=7) with timer `quanta`. A priority above 7 is
+    /// ignored (it must not alias another priority's bit).
     pub fn set(&mut self, priority: u8, quanta: u16) {
-        let p = (priority & 7) as usize;
-        self.class_enable |= 1 << p;
-        self.quanta[p] = quanta;
+        let p = priority as usize;
+        if let Some(q) = self.quanta.get_mut(p) {
+            self.class_enable |= 1 << p;
+            *q = quanta;
+        }
     }
     /// Whether `priority`'s enable bit is set.
     pub fn enabled(&self, priority: u8) -> bool {
@@ -163,7 +166,10 @@ pub fn duration_to_quanta(d: Duration, link_mbps: u64) -> u16 {
         return 0;
     }
     // quanta = d[ps] * link_mbps / (512 * 1e6)
-    let num = d.as_nanos() * 1000 * link_mbps as u128;
+    let num = d
+        .as_nanos()
+        .saturating_mul(1000)
+        .saturating_mul(link_mbps as u128);
     let den = BITS_PER_QUANTUM as u128 * 1_000_000;
     num.div_ceil(den).min(u16::MAX as u128) as u16
 }
