@@ -1,0 +1,100 @@
+//! Named event and drop counters. Names follow the mlx5 hardware counters
+//! (`out_of_sequence`, `packet_seq_err`, `duplicate_request`, ...) and rxe's
+//! (`rcvd_rnr_err`, `send_rnr_err`, ...) where one exists, so operators read
+//! them as they would on a NIC.
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// Per-device counters; each is incremented at the branch that decides.
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl Counters {
+            /// Every counter as `(name, value)`, in declaration order.
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+                [$((stringify!($name), self.$name)),*].into_iter()
+            }
+            /// A counter by name.
+            pub fn get(&self, name: &str) -> Option<u64> {
+                self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+            }
+        }
+    };
+}
+
+counters! {
+    /// Frames handed to `handle_frame`.
+    rx_frames,
+    /// RoCE packets accepted for a QP.
+    rcvd_pkts,
+    /// Frames transmitted.
+    sent_pkts,
+    /// Frames dropped by the wire parser (details in `Device::drop_counters`).
+    rx_parse_drops,
+    /// Packets for a QPN that does not exist.
+    rx_qp_not_found,
+    /// Packets for a QP in a state that does not receive (not RTR/RTS/SQD).
+    rx_qp_bad_state,
+    /// Opcode not valid for the QP's transport service.
+    rx_opcode_qp_mismatch,
+    /// P_Key mismatch (IBTA §9.6.1.1).
+    rx_pkey_mismatch,
+    /// Destination address not in the GID table, or source not the QP's peer.
+    rx_addr_mismatch,
+    /// Responder: request PSN after ePSN (mlx5 `out_of_sequence`).
+    out_of_sequence,
+    /// Requester: sequence-error NAKs received (mlx5 `packet_seq_err`).
+    packet_seq_err,
+    /// Responder: duplicate requests (mlx5 `duplicate_request`).
+    duplicate_request,
+    /// Requester: ACK timer expiries (mlx5 `local_ack_timeout_err`).
+    local_ack_timeout_err,
+    /// Requester: RNR retries exhausted (mlx5 `rnr_nak_retry_err`).
+    rnr_nak_retry_err,
+    /// Requester: an ACK skipped an unanswered READ/ATOMIC (mlx5 `implied_nak_seq_err`).
+    implied_nak_seq_err,
+    /// Requester: RNR NAKs received (rxe `rcvd_rnr_err`).
+    rcvd_rnr_err,
+    /// Responder: RNR NAKs sent (rxe `send_rnr_err`).
+    send_rnr_err,
+    /// Requester: retries exhausted (rxe `retry_exceeded_err`).
+    retry_exceeded_err,
+    /// Responder: sequence NAKs sent.
+    seq_nak_sent,
+    /// Responder: invalid-request NAKs sent (mlx5 `resp_remote_invalid_request` analogue).
+    resp_invalid_request,
+    /// Responder: remote-access-error NAKs sent.
+    resp_remote_access_error,
+    /// Requester: remote-access-error NAKs received (mlx5 `req_remote_access_errors`).
+    req_remote_access_errors,
+    /// Requester: invalid-request NAKs received (mlx5 `req_remote_invalid_request`).
+    req_remote_invalid_request,
+    /// Requester: remote-operational-error NAKs received.
+    req_remote_operational_error,
+    /// Requester: responses that match nothing outstanding (dropped).
+    resp_unexpected,
+    /// Requester: ghost/duplicate responses dropped.
+    resp_duplicate,
+    /// Responder: duplicate READ/ATOMIC with no matching resource (dropped).
+    dup_no_resource,
+    /// UD: Q_Key violations (dropped).
+    qkey_violation,
+    /// UD: datagrams larger than the receive buffer or the PMTU (dropped).
+    ud_len_err,
+    /// UD/UC: datagrams or messages dropped for lack of a receive WQE.
+    rx_no_rwqe,
+    /// UC: packets of broken messages dropped.
+    uc_dropped,
+    /// Responder: RDMA WRITE requests executed (mlx5 `rx_write_requests`).
+    rx_write_requests,
+    /// Responder: RDMA READ requests executed (mlx5 `rx_read_requests`).
+    rx_read_requests,
+    /// Responder: atomic requests executed (mlx5 `rx_atomic_requests`).
+    rx_atomic_requests,
+    /// Completions lost to a CQ overrun (each also raises `AsyncEvent::CqErr`).
+    cq_overrun,
+    /// CNPs received (handled by congestion control, counted here).
+    rx_cnp,
+}

@@ -1,0 +1,442 @@
+//! Deterministic test harness: two devices joined by an in-memory wire with a
+//! virtual clock and a seeded fault injector (loss, reordering, duplication,
+//! corruption, delay). Used by the unit and integration tests, the fuzz targets
+//! and `roce perf`'s single-process mode.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use crate::time::Instant;
+use crate::transport::av::{AddressVector, Gid};
+use crate::verbs::{
+    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
+    QpType,
+};
+
+/// A small deterministic PRNG (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded generator.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in `[0, n)` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.unit() < p
+    }
+}
+
+/// What the wire does to frames. Probabilities are per frame.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Faults {
+    /// Drop.
+    pub loss: f64,
+    /// Deliver twice.
+    pub duplicate: f64,
+    /// Delay by an extra random amount up to `reorder_window` (reordering).
+    pub reorder: f64,
+    /// Extra delay bound for reordered frames.
+    pub reorder_window: Duration,
+    /// Flip one bit after the Ethernet header (the receiver must drop it on
+    /// its ICRC or header checks).
+    pub corrupt: f64,
+    /// One-way delay of every frame.
+    pub delay: Duration,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_window: Duration::from_micros(20),
+            corrupt: 0.0,
+            delay: Duration::from_micros(1),
+        }
+    }
+}
+
+impl Faults {
+    /// Loss `p` with as much duplication and reordering (`p`/2 each).
+    pub fn lossy(p: f64) -> Faults {
+        Faults {
+            loss: p,
+            duplicate: p / 2.0,
+            reorder: p / 2.0,
+            ..Faults::default()
+        }
+    }
+}
+
+/// Counts of what the wire did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireStats {
+    /// Frames handed to the wire.
+    pub sent: u64,
+    /// Frames delivered (duplicates count twice).
+    pub delivered: u64,
+    /// Frames dropped.
+    pub lost: u64,
+    /// Extra copies.
+    pub duplicated: u64,
+    /// Frames delayed out of order.
+    pub reordered: u64,
+    /// Frames with a flipped bit.
+    pub corrupted: u64,
+}
+
+/// The test address of side `i` (0 or 1): MAC 02:00:00:00:00:0(i+1),
+/// IPv4 10.0.0.(i+1).
+pub fn test_device(i: u8, netdev_mtu: usize) -> Device {
+    Device::new(DeviceConfig {
+        mac: [0x02, 0, 0, 0, 0, i + 1],
+        gids: vec![Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, i + 1))],
+        netdev_mtu,
+        ..DeviceConfig::default()
+    })
+}
+
+/// Two devices and the wire between them.
+#[derive(Debug)]
+pub struct Pair {
+    /// The two devices.
+    pub dev: [Device; 2],
+    /// Virtual time.
+    pub now: Instant,
+    /// Fault injection.
+    pub faults: Faults,
+    /// What the wire did.
+    pub stats: WireStats,
+    rng: Rng,
+    seq: u64,
+    in_flight: BinaryHeap<Reverse<(Instant, u64, usize, Vec<u8>)>>,
+    buf: Vec<u8>,
+    /// Optional tap: every frame put on the wire (before faults), with its time.
+    pub capture: Option<Vec<(Instant, Vec<u8>)>>,
+}
+
+impl Pair {
+    /// Two test devices on an Ethernet of `netdev_mtu` bytes.
+    pub fn new(netdev_mtu: usize, faults: Faults, seed: u64) -> Pair {
+        Pair {
+            dev: [test_device(0, netdev_mtu), test_device(1, netdev_mtu)],
+            now: Instant::ZERO,
+            faults,
+            stats: WireStats::default(),
+            rng: Rng::new(seed),
+            seq: 0,
+            in_flight: BinaryHeap::new(),
+            buf: vec![0u8; 16384],
+            capture: None,
+        }
+    }
+
+    /// Put a frame from side `from` on the wire.
+    pub fn inject(&mut self, from: usize, frame: &[u8]) {
+        self.stats.sent += 1;
+        if let Some(c) = self.capture.as_mut() {
+            c.push((self.now, frame.to_vec()));
+        }
+        if self.rng.chance(self.faults.loss) {
+            self.stats.lost += 1;
+            return;
+        }
+        let copies = if self.rng.chance(self.faults.duplicate) {
+            self.stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut f = frame.to_vec();
+            if self.rng.chance(self.faults.corrupt) && f.len() > 14 {
+                let i = 14 + self.rng.below((f.len() - 14) as u64) as usize;
+                f[i] ^= 1 << self.rng.below(8);
+                self.stats.corrupted += 1;
+            }
+            let mut at = self.now + self.faults.delay;
+            if self.rng.chance(self.faults.reorder) {
+                self.stats.reordered += 1;
+                let w = self.faults.reorder_window.as_nanos() as u64;
+                at = at + Duration::from_nanos(self.rng.below(w + 1));
+            }
+            self.seq += 1;
+            self.in_flight.push(Reverse((at, self.seq, 1 - from, f)));
+        }
+    }
+
+    /// Do everything due at the current time; if nothing was, advance the clock
+    /// to the next event. Returns `false` when nothing is left to happen.
+    pub fn step(&mut self) -> bool {
+        self.step_bounded(Instant(u64::MAX))
+    }
+
+    fn step_bounded(&mut self, end: Instant) -> bool {
+        let mut did = false;
+        for side in 0..2 {
+            loop {
+                let mut buf = std::mem::take(&mut self.buf);
+                let n = self.dev[side].poll_transmit(self.now, &mut buf);
+                if let Some(n) = n {
+                    self.inject(side, &buf[..n]);
+                    did = true;
+                }
+                self.buf = buf;
+                if n.is_none() {
+                    break;
+                }
+            }
+        }
+        while let Some(Reverse((at, _, _, _))) = self.in_flight.peek() {
+            if *at > self.now {
+                break;
+            }
+            let Some(Reverse((_, _, to, f))) = self.in_flight.pop() else {
+                break;
+            };
+            self.stats.delivered += 1;
+            self.dev[to].handle_frame(self.now, &f);
+            did = true;
+        }
+        for side in 0..2 {
+            if self.dev[side].poll_timeout().is_some_and(|t| t <= self.now) {
+                self.dev[side].handle_timeout(self.now);
+                did = true;
+            }
+        }
+        if did {
+            return true;
+        }
+        let next = [
+            self.in_flight.peek().map(|Reverse((t, ..))| *t),
+            self.dev[0].poll_timeout(),
+            self.dev[1].poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match next {
+            Some(t) if t <= end => {
+                self.now = t.max(self.now);
+                true
+            }
+            _ => {
+                if end != Instant(u64::MAX) {
+                    self.now = end.max(self.now);
+                }
+                false
+            }
+        }
+    }
+
+    /// Step until `done` holds, nothing is left to happen, or `limit` of
+    /// virtual time passed. Returns whether `done` held.
+    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
+        let end = self.now + limit;
+        loop {
+            if done(self) {
+                return true;
+            }
+            if !self.step_bounded(end) {
+                return done(self);
+            }
+        }
+    }
+
+    /// Advance the clock by `d`, processing everything due on the way.
+    pub fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.step_bounded(end) {}
+    }
+
+    /// Frames in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+}
+
+/// A connected pair of QPs set up by [`connect`].
+#[derive(Debug, Clone, Copy)]
+pub struct Conn {
+    /// PD on each side.
+    pub pd: [u32; 2],
+    /// CQ on each side (send and receive share it).
+    pub cq: [u32; 2],
+    /// QPN on each side.
+    pub qpn: [u32; 2],
+}
+
+/// Options for [`connect`].
+#[derive(Debug, Clone, Copy)]
+pub struct ConnOpts {
+    /// Transport.
+    pub qp_type: QpType,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Initial PSN of each side's send queue.
+    pub sq_psn: [u32; 2],
+    /// Access rights granted to the peer.
+    pub access: AccessFlags,
+    /// ACK timeout code.
+    pub timeout: u8,
+    /// Retry count.
+    pub retry_cnt: u8,
+    /// RNR retry count.
+    pub rnr_retry: u8,
+    /// RNR timer code each side sends.
+    pub min_rnr_timer: u8,
+    /// Outstanding READ/ATOMIC (both directions).
+    pub rd_atomic: u8,
+    /// Queue capacities.
+    pub cap: QpCap,
+    /// CQ depth.
+    pub cqe: usize,
+    /// UD Q_Key.
+    pub qkey: u32,
+}
+
+impl Default for ConnOpts {
+    fn default() -> Self {
+        ConnOpts {
+            qp_type: QpType::Rc,
+            mtu: Mtu::Mtu1024,
+            sq_psn: [0x100, 0x200],
+            access: AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            rd_atomic: 16,
+            cap: QpCap {
+                max_send_wr: 256,
+                max_recv_wr: 256,
+                max_send_sge: 4,
+                max_recv_sge: 4,
+                max_inline_data: 128,
+            },
+            cqe: 4096,
+            qkey: 0x1111_1111,
+        }
+    }
+}
+
+/// Create a PD, a CQ and a QP on each side and bring both QPs to RTS, each
+/// addressed to the other.
+pub fn connect(pair: &mut Pair, o: &ConnOpts) -> Conn {
+    let mut pd = [0; 2];
+    let mut cq = [0; 2];
+    let mut qpn = [0; 2];
+    for s in 0..2 {
+        let d = &mut pair.dev[s];
+        pd[s] = d.alloc_pd();
+        cq[s] = d.create_cq(o.cqe);
+        qpn[s] = d
+            .create_qp(
+                pd[s],
+                &QpInitAttr {
+                    qp_type: o.qp_type,
+                    send_cq: cq[s],
+                    recv_cq: cq[s],
+                    cap: o.cap,
+                    sq_sig_all: false,
+                },
+            )
+            .expect("create_qp");
+    }
+    for s in 0..2 {
+        let peer = 1 - s;
+        let peer_gid = pair.dev[peer].gid(0).expect("gid");
+        let peer_mac = pair.dev[peer].config().mac;
+        let d = &mut pair.dev[s];
+        let mut a = QpAttr {
+            qp_state: QpState::Init,
+            qp_access_flags: o.access,
+            qkey: o.qkey,
+            ..QpAttr::default()
+        };
+        let init_mask = QpAttrMask::STATE
+            | QpAttrMask::PKEY_INDEX
+            | QpAttrMask::PORT
+            | if o.qp_type == QpType::Ud {
+                QpAttrMask::QKEY
+            } else {
+                QpAttrMask::ACCESS_FLAGS
+            };
+        d.modify_qp(qpn[s], &a, init_mask).expect("INIT");
+        a.qp_state = QpState::Rtr;
+        a.ah_attr = AddressVector {
+            dgid: peer_gid,
+            dmac: peer_mac,
+            hop_limit: 64,
+            ..AddressVector::default()
+        };
+        a.path_mtu = o.mtu;
+        a.dest_qp_num = qpn[peer];
+        a.rq_psn = o.sq_psn[peer];
+        a.max_dest_rd_atomic = o.rd_atomic;
+        a.min_rnr_timer = o.min_rnr_timer;
+        let rtr_mask = match o.qp_type {
+            QpType::Rc => {
+                QpAttrMask::STATE
+                    | QpAttrMask::AV
+                    | QpAttrMask::PATH_MTU
+                    | QpAttrMask::DEST_QPN
+                    | QpAttrMask::RQ_PSN
+                    | QpAttrMask::MAX_DEST_RD_ATOMIC
+                    | QpAttrMask::MIN_RNR_TIMER
+            }
+            QpType::Uc => {
+                QpAttrMask::STATE
+                    | QpAttrMask::AV
+                    | QpAttrMask::PATH_MTU
+                    | QpAttrMask::DEST_QPN
+                    | QpAttrMask::RQ_PSN
+            }
+            QpType::Ud => QpAttrMask::STATE,
+        };
+        d.modify_qp(qpn[s], &a, rtr_mask).expect("RTR");
+        a.qp_state = QpState::Rts;
+        a.sq_psn = o.sq_psn[s];
+        a.timeout = o.timeout;
+        a.retry_cnt = o.retry_cnt;
+        a.rnr_retry = o.rnr_retry;
+        a.max_rd_atomic = o.rd_atomic;
+        let rts_mask = match o.qp_type {
+            QpType::Rc => {
+                QpAttrMask::STATE
+                    | QpAttrMask::TIMEOUT
+                    | QpAttrMask::RETRY_CNT
+                    | QpAttrMask::RNR_RETRY
+                    | QpAttrMask::SQ_PSN
+                    | QpAttrMask::MAX_QP_RD_ATOMIC
+            }
+            _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+        };
+        d.modify_qp(qpn[s], &a, rts_mask).expect("RTS");
+    }
+    Conn { pd, cq, qpn }
+}

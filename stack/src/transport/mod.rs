@@ -1,0 +1,208 @@
+//! Transports: the RC requester, completer and responder (`rc/`), UC (`uc.rs`),
+//! UD (`ud.rs`), PSN arithmetic (`psn.rs`) and addressing (`av.rs`).
+//!
+//! The engines are functions over one [`Qp`] and the device context; they never
+//! allocate per packet: frames are built in the caller's buffer, payload is
+//! gathered from and scattered to memory regions directly.
+
+pub mod av;
+pub mod psn;
+pub mod rc;
+pub mod uc;
+pub mod ud;
+
+use crate::time::Instant;
+use crate::verbs::device::Ctx;
+use crate::verbs::mr::AccessError;
+use crate::verbs::qp::{Qp, SendWqe};
+use crate::verbs::types::{AccessFlags, QpState, QpType, WcStatus};
+use crate::verbs::wr::{NetworkHdrType, Sge, Wc, WcFlags, WcOpcode};
+use crate::verbs::AsyncEvent;
+
+/// Build the next frame `qp` wants to send: responses first, then requests.
+pub(crate) fn produce(
+    qp: &mut Qp,
+    ctx: &mut Ctx<'_>,
+    now: Instant,
+    buf: &mut [u8],
+) -> Option<usize> {
+    if qp.qp_type == QpType::Rc {
+        if let Some(n) = rc::responder::produce(qp, ctx, buf) {
+            return Some(n);
+        }
+    }
+    if qp.state != QpState::Rts {
+        return None;
+    }
+    match qp.qp_type {
+        QpType::Rc | QpType::Uc => rc::requester::produce(qp, ctx, now, buf),
+        QpType::Ud => ud::produce(qp, ctx, buf),
+    }
+}
+
+/// A send completion for `wqe`.
+pub(crate) fn send_wc(qpn: u32, wqe: &SendWqe, status: WcStatus) -> Wc {
+    Wc {
+        wr_id: wqe.wr_id,
+        status,
+        opcode: wqe.opcode.wc_opcode(),
+        byte_len: if status == WcStatus::Success {
+            wqe.total_len
+        } else {
+            0
+        },
+        imm_data: 0,
+        invalidated_rkey: 0,
+        qp_num: qpn,
+        src_qp: 0,
+        wc_flags: WcFlags::empty(),
+        network_hdr_type: NetworkHdrType::None,
+    }
+}
+
+/// A receive completion.
+pub(crate) fn recv_wc(qpn: u32, wr_id: u64, status: WcStatus) -> Wc {
+    Wc {
+        wr_id,
+        status,
+        opcode: WcOpcode::Recv,
+        byte_len: 0,
+        imm_data: 0,
+        invalidated_rkey: 0,
+        qp_num: qpn,
+        src_qp: 0,
+        wc_flags: WcFlags::empty(),
+        network_hdr_type: NetworkHdrType::None,
+    }
+}
+
+/// Complete the head send WQE with `status` (always, signaled or not), then move
+/// the QP to ERR and flush the rest (CASES R18).
+pub(crate) fn fail_head(qp: &mut Qp, ctx: &mut Ctx<'_>, status: WcStatus) {
+    if let Some(w) = qp.sq.get(qp.sq.head()) {
+        let wc = send_wc(qp.qpn, w, status);
+        ctx.complete(qp.send_cq, wc);
+        qp.sq.pop();
+    }
+    enter_error(qp, ctx);
+}
+
+/// Move `qp` to ERR: every queued send and receive WQE completes with
+/// `WR_FLUSH_ERR` in posting order, timers stop, and a fatal event is raised.
+/// Queued ACK/NAK responses stay, so a NAK that caused the error still leaves.
+pub(crate) fn enter_error(qp: &mut Qp, ctx: &mut Ctx<'_>) {
+    let first_time = qp.state != QpState::Err;
+    qp.state = QpState::Err;
+    qp.attr.qp_state = QpState::Err;
+    while let Some(w) = qp.sq.get(qp.sq.head()) {
+        let wc = send_wc(qp.qpn, w, WcStatus::WrFlushErr);
+        ctx.complete(qp.send_cq, wc);
+        qp.sq.pop();
+    }
+    while let Some(r) = qp.rq.get(qp.rq.head()) {
+        let wc = recv_wc(qp.qpn, r.wr_id, WcStatus::WrFlushErr);
+        ctx.complete(qp.recv_cq, wc);
+        qp.rq.pop();
+    }
+    qp.req.wqe = qp.sq.head();
+    qp.req.offset = 0;
+    qp.comp.ack_deadline = None;
+    qp.comp.rnr_deadline = None;
+    qp.resp.drop_read_streams();
+    qp.resp.in_msg = None;
+    if first_time {
+        ctx.events.push_back(AsyncEvent::QpFatal { qpn: qp.qpn });
+    }
+}
+
+/// Copy `out.len()` bytes of the message described by `sges` (or `inline`),
+/// starting `offset` bytes into it, from the memory regions into `out`.
+pub(crate) fn gather(
+    ctx: &mut Ctx<'_>,
+    pd: u32,
+    sges: &[Sge],
+    inline: Option<&[u8]>,
+    offset: u32,
+    out: &mut [u8],
+) -> Result<(), AccessError> {
+    if let Some(data) = inline {
+        let src = data
+            .get(offset as usize..offset as usize + out.len())
+            .ok_or(AccessError::Range)?;
+        out.copy_from_slice(src);
+        return Ok(());
+    }
+    let mut skip = offset as u64;
+    let mut done = 0usize;
+    for sge in sges {
+        if done == out.len() {
+            break;
+        }
+        let len = sge.length as u64;
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let take = ((len - skip) as usize).min(out.len() - done);
+        let (mr, r) = ctx.mrs.local(
+            pd,
+            sge.lkey,
+            sge.addr + skip,
+            take as u64,
+            AccessFlags::empty(),
+        )?;
+        out[done..done + take].copy_from_slice(&mr.buf[r]);
+        done += take;
+        skip = 0;
+    }
+    if done == out.len() {
+        Ok(())
+    } else {
+        Err(AccessError::Range)
+    }
+}
+
+/// Copy `data` into the buffer described by `sges`, starting `offset` bytes
+/// into it. Needs LOCAL_WRITE on each MR.
+pub(crate) fn scatter(
+    ctx: &mut Ctx<'_>,
+    pd: u32,
+    sges: &[Sge],
+    offset: u64,
+    data: &[u8],
+) -> Result<(), AccessError> {
+    let mut skip = offset;
+    let mut done = 0usize;
+    for sge in sges {
+        if done == data.len() {
+            break;
+        }
+        let len = sge.length as u64;
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let take = ((len - skip) as usize).min(data.len() - done);
+        let (mr, r) = ctx.mrs.local(
+            pd,
+            sge.lkey,
+            sge.addr + skip,
+            take as u64,
+            AccessFlags::LOCAL_WRITE,
+        )?;
+        mr.buf[r].copy_from_slice(&data[done..done + take]);
+        done += take;
+        skip = 0;
+    }
+    if done == data.len() {
+        Ok(())
+    } else {
+        Err(AccessError::Range)
+    }
+}
+
+/// Local ACK timeout: 4.096 µs × 2^code (IBTA 1.7 §9.7.6.1.3); `None` for code 0
+/// (no timer).
+pub fn ack_timeout(code: u8) -> Option<core::time::Duration> {
+    (code != 0 && code <= 31).then(|| core::time::Duration::from_nanos(4096u64 << code))
+}

@@ -1,0 +1,239 @@
+//! RC/UC requester (IBTA 1.7 §9.7.3; rxe `rxe_req.c`): segments the WQE at the
+//! requester pointer into packets of at most PMTU bytes, one per call.
+//!
+//! - SEND/WRITE of L bytes use `max(1, ceil(L / PMTU))` PSNs: FIRST/MIDDLE carry
+//!   exactly PMTU, LAST 1..=PMTU, ONLY 0..=PMTU; RETH only in WRITE FIRST/ONLY;
+//!   ImmDt/IETH only in the last packet (CASES R19, R20).
+//! - READ uses one request packet and `max(1, ceil(L / PMTU))` PSNs (its
+//!   responses); after a retry it re-requests only the missing tail.
+//! - AckReq on the last packet of every message and at least every
+//!   `ackreq_interval` packets.
+//! - The requester stalls when `max_unacked_psns` PSNs are outstanding, when
+//!   `max_rd_atomic` READ/ATOMICs are in flight, on a FENCE behind an
+//!   outstanding READ/ATOMIC, and during an RNR wait.
+//! - UC WQEs complete as soon as their last packet is handed to the wire.
+
+use crate::time::Instant;
+use crate::transport::psn::Psn;
+use crate::transport::{ack_timeout, fail_head, gather, send_wc};
+use crate::verbs::device::{Ctx, TimerKind};
+use crate::verbs::qp::Qp;
+use crate::verbs::types::{QpType, WcStatus};
+use crate::verbs::wr::{SendFlags, WrOpcode};
+use crate::wire::ext::{AtomicEthRepr, RethRepr};
+use crate::wire::{BthRepr, ExtHeaders, Opcode, PacketRepr};
+
+/// READ/ATOMIC WQEs sent and not yet completed.
+fn rd_atomic_inflight(qp: &Qp) -> u32 {
+    (qp.sq.head()..qp.req.wqe)
+        .filter_map(|i| qp.sq.get(i))
+        .filter(|w| w.opcode.is_rd_atomic())
+        .count() as u32
+}
+
+fn npkts(len: u32, pmtu: u32) -> u32 {
+    len.div_ceil(pmtu).max(1)
+}
+
+/// Build the next request packet of `qp` into `buf`.
+pub(crate) fn produce(
+    qp: &mut Qp,
+    ctx: &mut Ctx<'_>,
+    now: Instant,
+    buf: &mut [u8],
+) -> Option<usize> {
+    if qp.comp.rnr_deadline.is_some() {
+        return None;
+    }
+    let rc = qp.qp_type == QpType::Rc;
+    let idx = qp.req.wqe;
+    let pmtu = qp.pmtu;
+    let offset = qp.req.offset;
+    let (opcode, flags, total) = {
+        let w = qp.sq.get(idx)?;
+        (w.opcode, w.flags, w.total_len)
+    };
+    if rc && qp.req.psn.diff(qp.comp.psn) >= ctx.cfg.max_unacked_psns as i32 {
+        return None;
+    }
+    if offset == 0 && rc {
+        let inflight = rd_atomic_inflight(qp);
+        if flags.contains(SendFlags::FENCE) && inflight > 0 {
+            return None;
+        }
+        if opcode.is_rd_atomic() && inflight >= qp.attr.max_rd_atomic.max(1) as u32 {
+            return None;
+        }
+    }
+    let psn = qp.req.psn;
+    let first = offset == 0;
+    let wqe = qp.sq.get(idx)?;
+    let mut ext = ExtHeaders::default();
+    let (op, len, last, psns) = match opcode {
+        WrOpcode::RdmaRead => {
+            let rem = total - offset.min(total);
+            ext.reth = Some(RethRepr {
+                va: wqe.remote_addr.wrapping_add(offset as u64),
+                rkey: wqe.rkey,
+                dma_len: rem,
+            });
+            (Opcode::RC_RDMA_READ_REQUEST, 0, true, npkts(rem, pmtu))
+        }
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+            let cmp = opcode == WrOpcode::AtomicCmpAndSwp;
+            ext.atomic_eth = Some(AtomicEthRepr {
+                va: wqe.remote_addr,
+                rkey: wqe.rkey,
+                swap_add: if cmp { wqe.swap } else { wqe.compare_add },
+                compare: if cmp { wqe.compare_add } else { 0 },
+            });
+            let op = if cmp {
+                Opcode::RC_COMPARE_SWAP
+            } else {
+                Opcode::RC_FETCH_ADD
+            };
+            (op, 0, true, 1)
+        }
+        _ => {
+            let rem = total - offset.min(total);
+            let len = rem.min(pmtu);
+            let last = offset + len >= total;
+            let write = matches!(opcode, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm);
+            let imm = matches!(opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
+            let inv = opcode == WrOpcode::SendWithInv;
+            let base: u8 = match (write, first, last) {
+                (false, true, true) => 0x04,
+                (false, true, false) => 0x00,
+                (false, false, false) => 0x01,
+                (false, false, true) => 0x02,
+                (true, true, true) => 0x0A,
+                (true, true, false) => 0x06,
+                (true, false, false) => 0x07,
+                (true, false, true) => 0x08,
+            };
+            let code = match (base, imm && last, inv && last) {
+                (0x04, true, _) => 0x05,
+                (0x02, true, _) => 0x03,
+                (0x0A, true, _) => 0x0B,
+                (0x08, true, _) => 0x09,
+                (0x04, _, true) => 0x17,
+                (0x02, _, true) => 0x16,
+                (b, _, _) => b,
+            };
+            if write && first {
+                ext.reth = Some(RethRepr {
+                    va: wqe.remote_addr,
+                    rkey: wqe.rkey,
+                    dma_len: total,
+                });
+            }
+            if imm && last {
+                ext.immdt = Some(wqe.imm);
+            }
+            if inv && last {
+                ext.ieth = Some(wqe.inv_rkey);
+            }
+            let transport_base = if rc { 0x00 } else { 0x20 };
+            (Opcode(transport_base | code), len, last, 1)
+        }
+    };
+    let ack_req = rc && (last || qp.req.noack_pkts + 1 >= ctx.cfg.ackreq_interval);
+    let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
+    bth.ack_req = ack_req;
+    bth.solicited = last && flags.contains(SendFlags::SOLICITED) && !opcode.is_rd_atomic();
+    let av = qp.attr.ah_attr;
+    let (eth, net, udp) = ctx.headers(qp, &av, qp.udp_sport)?;
+    let repr = PacketRepr {
+        eth,
+        net,
+        udp,
+        bth,
+        ext,
+    };
+    let off = repr.emit_headers(buf, len as usize).ok()?;
+    let inline = flags.contains(SendFlags::INLINE);
+    let gathered = {
+        let wqe = qp.sq.get(idx)?;
+        let out = buf.get_mut(off..off + len as usize)?;
+        let inl = inline.then_some(wqe.inline.as_slice());
+        gather(ctx, qp.pd, wqe.sges(), inl, offset, out)
+    };
+    if gathered.is_err() {
+        fail_head_at(qp, ctx, idx);
+        return None;
+    }
+    let frame_len = repr.finalize(buf, len as usize).ok()?;
+
+    // Bookkeeping.
+    let wqe = qp.sq.get_mut(idx)?;
+    if first {
+        // (Re)starting the WQE from its beginning assigns its PSN range.
+        wqe.first_psn = psn;
+        wqe.npkts = if opcode.is_atomic() {
+            1
+        } else {
+            npkts(total, pmtu)
+        };
+        wqe.started = true;
+    }
+    qp.req.psn = psn.add(psns);
+    qp.req.noack_pkts = if ack_req { 0 } else { qp.req.noack_pkts + 1 };
+    if last {
+        wqe.sent = true;
+        qp.req.wqe += 1;
+        qp.req.offset = 0;
+    } else {
+        qp.req.offset += len;
+    }
+    if rc {
+        if qp.comp.ack_deadline.is_none() {
+            if let Some(t) = ack_timeout(qp.attr.timeout) {
+                let at = now + t;
+                qp.comp.ack_deadline = Some(at);
+                ctx.arm(at, qp.qpn, TimerKind::Ack);
+            }
+        }
+    } else if last {
+        // UC: complete on transmission.
+        if let Some(w) = qp.sq.get(qp.sq.head()) {
+            if w.signaled() {
+                let wc = send_wc(qp.qpn, w, WcStatus::Success);
+                ctx.complete(qp.send_cq, wc);
+            }
+        }
+        qp.sq.pop();
+    }
+    Some(frame_len)
+}
+
+/// A local protection error while gathering the WQE at `idx`.
+fn fail_head_at(qp: &mut Qp, ctx: &mut Ctx<'_>, idx: u64) {
+    // Earlier WQEs are still outstanding; complete the faulty one when it
+    // reaches the head. For simplicity (and like rxe) the QP errors now: the
+    // head completes with its own status only if it is the faulty one.
+    if idx == qp.sq.head() {
+        fail_head(qp, ctx, WcStatus::LocProtErr);
+    } else {
+        crate::transport::enter_error(qp, ctx);
+    }
+}
+
+/// Go back N (IBTA 1.7 §9.7.4.1.3): resend from the oldest unacknowledged PSN,
+/// restarting a partly acknowledged WQE at the right offset.
+pub(crate) fn go_back(qp: &mut Qp) {
+    let head = qp.sq.head();
+    qp.req.wqe = head;
+    qp.req.psn = qp.comp.psn;
+    qp.req.noack_pkts = 0;
+    qp.req.offset = 0;
+    let pmtu = qp.pmtu;
+    let comp_psn: Psn = qp.comp.psn;
+    if let Some(w) = qp.sq.get(head) {
+        if w.started && !w.opcode.is_atomic() {
+            let d = comp_psn.diff(w.first_psn);
+            if d > 0 {
+                qp.req.offset = (d as u32).saturating_mul(pmtu).min(w.total_len);
+            }
+        }
+    }
+}

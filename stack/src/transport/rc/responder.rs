@@ -1,0 +1,675 @@
+//! RC (and UC) responder (IBTA 1.7 §9.7.4, §9.7.5.2; rxe `rxe_resp.c`).
+//!
+//! For each inbound request, in order (rxe's CHK_PSN, CHK_OP_SEQ, CHK_OP_VALID,
+//! CHK_RESOURCE, CHK_LENGTH, CHK_RKEY, EXECUTE):
+//!
+//! 1. PSN == ePSN is processed. PSN after ePSN: one sequence-error NAK carrying
+//!    ePSN per gap (`out_of_sequence`), further packets dropped silently.
+//!    PSN before ePSN is a duplicate (`duplicate_request`): SEND/WRITE are
+//!    re-ACKed with ePSN − 1 and not re-executed; READ is re-executed from the
+//!    stored responder resource (same R_Key, inside the original range); an
+//!    ATOMIC's saved result is replayed, never re-executed.
+//! 2. Opcode sequence: after FIRST/MIDDLE only MIDDLE/LAST of the same kind.
+//! 3. The QP's access flags must allow the operation.
+//! 4. A SEND FIRST/ONLY (or a WRITE with immediate) needs a receive WQE, else an
+//!    RNR NAK with `min_rnr_timer` and no state change.
+//! 5. Lengths: payload <= PMTU; FIRST/MIDDLE exactly PMTU; LAST 1..=PMTU; a
+//!    WRITE's bytes must add up to its RETH length (<= 2^31); a SEND must fit
+//!    its receive WQE (CASES R10, R24 c).
+//! 6. R_Key, range and rights (zero-length READ/WRITE need none, C9-88);
+//!    atomics 8-byte aligned.
+//!
+//! Errors of class A/C send a NAK with the failing PSN (invalid request 0x61,
+//! remote access 0x62, remote operational 0x63), complete the receive WQE in
+//! use with an error, and move the QP to ERR. UC never NAKs: a broken message
+//! is dropped and the receiver resynchronises on the next FIRST/ONLY.
+//!
+//! The MSN counts completed inbound messages: last packet of a SEND/WRITE, each
+//! READ request (C9-148), each atomic. ACKs go out for packets with AckReq, for
+//! duplicates, and every `ack_coalesce` packets if configured (CASES R14); an
+//! ACK still waiting to be sent is replaced by a newer one. AETH credits are
+//! sent as 0x1F ("invalid"), as rxe does (ConnectX sends real counts).
+
+use std::collections::VecDeque;
+
+use crate::transport::psn::Psn;
+use crate::transport::{enter_error, recv_wc, scatter};
+use crate::verbs::device::Ctx;
+use crate::verbs::mr::AccessError;
+use crate::verbs::qp::Qp;
+use crate::verbs::types::{AccessFlags, QpType, WcStatus};
+use crate::verbs::wr::{WcFlags, WcOpcode};
+use crate::wire::ext::{AethRepr, AethSyndrome, AtomicAckEthRepr, NakCode};
+use crate::wire::opcode::{OpKind, Position};
+use crate::wire::{BthRepr, ExtHeaders, Opcode, PacketRepr, RocePacket};
+
+/// A READ or ATOMIC kept for duplicate handling (responder resources,
+/// `max_dest_rd_atomic`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Resource {
+    #[default]
+    Free,
+    Read {
+        first: Psn,
+        last: Psn,
+        va: u64,
+        rkey: u32,
+        len: u32,
+    },
+    Atomic {
+        psn: Psn,
+        orig: u64,
+    },
+}
+
+/// A response waiting to be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RespItem {
+    Ack {
+        psn: Psn,
+        syndrome: u8,
+        msn: u32,
+    },
+    AtomicAck {
+        psn: Psn,
+        orig: u64,
+        msn: u32,
+    },
+    Read {
+        psn: Psn,
+        last: Psn,
+        va: u64,
+        rkey: u32,
+        remaining: u32,
+        msn: u32,
+        first: bool,
+    },
+}
+
+/// The kind of message in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MsgKind {
+    Send,
+    Write,
+}
+
+/// Responder state (rxe `qp->resp`).
+#[derive(Debug)]
+pub(crate) struct RespState {
+    pub epsn: Psn,
+    pub msn: u32,
+    pub nak_sent: bool,
+    pub in_msg: Option<MsgKind>,
+    /// Bytes of the current SEND placed in the head receive WQE.
+    pub recv_offset: u64,
+    pub write_va: u64,
+    pub write_rkey: u32,
+    pub write_remaining: u32,
+    pub write_len: u32,
+    pub resources: Vec<Resource>,
+    pub res_next: usize,
+    pub queue: VecDeque<RespItem>,
+    pub pkts_since_ack: u32,
+    /// UC: drop packets until the next FIRST/ONLY.
+    pub uc_dropping: bool,
+}
+
+impl RespState {
+    pub(crate) fn new(max_dest_rd_atomic: usize) -> RespState {
+        let n = max_dest_rd_atomic.max(1).next_power_of_two();
+        RespState {
+            epsn: Psn::default(),
+            msn: 0,
+            nak_sent: false,
+            in_msg: None,
+            recv_offset: 0,
+            write_va: 0,
+            write_rkey: 0,
+            write_remaining: 0,
+            write_len: 0,
+            resources: vec![Resource::Free; n],
+            res_next: 0,
+            queue: VecDeque::with_capacity(2 * n + 4),
+            pkts_since_ack: 0,
+            uc_dropping: false,
+        }
+    }
+
+    pub(crate) fn drop_read_streams(&mut self) {
+        self.queue.retain(|i| !matches!(i, RespItem::Read { .. }));
+    }
+
+    fn push_resource(&mut self, r: Resource) {
+        let n = self.resources.len();
+        self.resources[self.res_next % n] = r;
+        self.res_next = (self.res_next + 1) % n;
+    }
+
+    /// Queue an ACK, replacing one that has not left yet.
+    fn queue_ack(&mut self, psn: Psn, syndrome: u8) {
+        let item = RespItem::Ack {
+            psn,
+            syndrome,
+            msn: self.msn,
+        };
+        if let Some(RespItem::Ack { syndrome: s, .. }) = self.queue.back() {
+            if *s == AethSyndrome::ACK_NO_CREDIT.to_byte() && syndrome == *s {
+                if let Some(b) = self.queue.back_mut() {
+                    *b = item;
+                }
+                return;
+            }
+        }
+        self.queue.push_back(item);
+    }
+}
+
+const ACK: u8 = 0x1F;
+
+fn nak(code: NakCode) -> u8 {
+    AethSyndrome::Nak(code).to_byte()
+}
+
+/// A class A/C error: NAK with the failing PSN (RC only), error completion of
+/// the receive WQE in use, QP to ERR.
+fn fatal(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode, status: WcStatus) -> bool {
+    match code {
+        NakCode::RemoteAccessErr => ctx.counters.resp_remote_access_error += 1,
+        _ => ctx.counters.resp_invalid_request += 1,
+    }
+    if qp.qp_type == QpType::Uc {
+        drop_uc_message(qp, ctx);
+        return false;
+    }
+    qp.resp.queue_ack(psn, nak(code));
+    if qp.resp.in_msg == Some(MsgKind::Send) || status == WcStatus::LocLenErr {
+        if let Some(r) = qp.rq.get(qp.rq.head()) {
+            let wc = recv_wc(qp.qpn, r.wr_id, status);
+            ctx.complete(qp.recv_cq, wc);
+            qp.rq.pop();
+        }
+    }
+    enter_error(qp, ctx);
+    true
+}
+
+fn drop_uc_message(qp: &mut Qp, ctx: &mut Ctx<'_>) {
+    ctx.counters.uc_dropped += 1;
+    qp.resp.in_msg = None;
+    qp.resp.recv_offset = 0;
+    qp.resp.uc_dropping = true;
+}
+
+fn access_code(e: AccessError) -> NakCode {
+    let _ = e;
+    NakCode::RemoteAccessErr
+}
+
+/// Handle an inbound request on an RC or UC QP. Returns whether a response is
+/// queued.
+pub(crate) fn handle_request(
+    qp: &mut Qp,
+    ctx: &mut Ctx<'_>,
+    _now: crate::time::Instant,
+    pkt: &RocePacket<'_>,
+) -> bool {
+    let psn = Psn::new(pkt.bth.psn);
+    let info = pkt.bth.opcode.info();
+    let reliable = qp.qp_type == QpType::Rc;
+
+    // 1. PSN.
+    let d = psn.diff(qp.resp.epsn);
+    if reliable {
+        if d > 0 {
+            ctx.counters.out_of_sequence += 1;
+            if !qp.resp.nak_sent {
+                qp.resp.nak_sent = true;
+                ctx.counters.seq_nak_sent += 1;
+                let e = qp.resp.epsn;
+                qp.resp.queue_ack(e, nak(NakCode::PsnSeqErr));
+                return true;
+            }
+            return false;
+        }
+        if d < 0 {
+            ctx.counters.duplicate_request += 1;
+            return duplicate(qp, ctx, pkt, psn);
+        }
+        qp.resp.nak_sent = false;
+    } else {
+        // UC: a gap breaks the message in progress; resync on FIRST/ONLY.
+        if d != 0 {
+            ctx.counters.out_of_sequence += 1;
+            if qp.resp.in_msg.is_some() {
+                drop_uc_message(qp, ctx);
+            }
+            qp.resp.uc_dropping = true;
+        }
+        qp.resp.epsn = psn.next();
+        if qp.resp.uc_dropping {
+            if matches!(info.position, Position::First | Position::Only) {
+                qp.resp.uc_dropping = false;
+                qp.resp.in_msg = None;
+                qp.resp.recv_offset = 0;
+            } else {
+                ctx.counters.uc_dropped += 1;
+                return false;
+            }
+        }
+    }
+
+    // 2. Opcode sequence.
+    let kind = match info.kind {
+        OpKind::Send => Some(MsgKind::Send),
+        OpKind::Write => Some(MsgKind::Write),
+        _ => None,
+    };
+    let pos = info.position;
+    let seq_ok = match (qp.resp.in_msg, pos) {
+        (None, Position::First | Position::Only) => true,
+        (None, _) => false,
+        (Some(k), Position::Middle | Position::Last) => Some(k) == kind,
+        (Some(_), _) => false,
+    };
+    if !seq_ok {
+        return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+    }
+
+    // 3. QP access rights.
+    let need = match info.kind {
+        OpKind::Write => AccessFlags::REMOTE_WRITE,
+        OpKind::ReadRequest => AccessFlags::REMOTE_READ,
+        OpKind::Atomic => AccessFlags::REMOTE_ATOMIC,
+        OpKind::Send => AccessFlags::empty(),
+        _ => return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr),
+    };
+    if !qp.attr.qp_access_flags.contains(need) {
+        return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+    }
+
+    // 5 (part). Packet length against the PMTU and position.
+    let plen = pkt.payload.len() as u32;
+    let pmtu = qp.pmtu;
+    if kind.is_some() {
+        let len_ok = match pos {
+            Position::First | Position::Middle => plen == pmtu,
+            Position::Last => plen >= 1 && plen <= pmtu,
+            Position::Only => plen <= pmtu,
+        };
+        if !len_ok {
+            return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        }
+    }
+
+    let mut ack_wanted = pkt.bth.ack_req;
+    match info.kind {
+        OpKind::Send => {
+            // 4. A receive WQE.
+            if matches!(pos, Position::First | Position::Only) {
+                if qp.rq.len() == 0 {
+                    return rnr(qp, ctx, psn);
+                }
+                qp.resp.recv_offset = 0;
+            }
+            let Some(r) = qp.rq.get(qp.rq.head()).copied() else {
+                return rnr(qp, ctx, psn);
+            };
+            if qp.resp.recv_offset + plen as u64 > r.total_len {
+                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::LocLenErr);
+            }
+            if scatter(ctx, qp.pd, r.sges(), qp.resp.recv_offset, pkt.payload).is_err() {
+                return fatal(qp, ctx, psn, NakCode::RemoteOpErr, WcStatus::LocProtErr);
+            }
+            qp.resp.recv_offset += plen as u64;
+            if matches!(pos, Position::Last | Position::Only) {
+                qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+                let mut wc = recv_wc(qp.qpn, r.wr_id, WcStatus::Success);
+                wc.byte_len = qp.resp.recv_offset as u32;
+                wc.src_qp = qp.attr.dest_qp_num;
+                if let Some(imm) = pkt.ext.immdt {
+                    wc.imm_data = imm;
+                    wc.wc_flags |= WcFlags::WITH_IMM;
+                }
+                if let Some(rkey) = pkt.ext.ieth {
+                    wc.invalidated_rkey = rkey;
+                    wc.wc_flags |= WcFlags::WITH_INV;
+                }
+                ctx.complete(qp.recv_cq, wc);
+                qp.rq.pop();
+                qp.resp.in_msg = None;
+            } else {
+                qp.resp.in_msg = Some(MsgKind::Send);
+            }
+        }
+        OpKind::Write => {
+            let with_imm = pkt.ext.immdt.is_some();
+            if with_imm && qp.rq.len() == 0 {
+                return rnr(qp, ctx, psn);
+            }
+            if matches!(pos, Position::First | Position::Only) {
+                let Some(reth) = pkt.ext.reth else {
+                    return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                };
+                if reth.dma_len > 1 << 31 {
+                    return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                }
+                if reth.dma_len > 0 {
+                    if let Err(e) = ctx.mrs.remote(
+                        qp.pd,
+                        reth.rkey,
+                        reth.va,
+                        reth.dma_len as u64,
+                        AccessFlags::REMOTE_WRITE,
+                    ) {
+                        return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
+                    }
+                }
+                qp.resp.write_va = reth.va;
+                qp.resp.write_rkey = reth.rkey;
+                qp.resp.write_remaining = reth.dma_len;
+                qp.resp.write_len = reth.dma_len;
+                ctx.counters.rx_write_requests += 1;
+            }
+            let ends = matches!(pos, Position::Last | Position::Only);
+            if plen > qp.resp.write_remaining || (ends && plen != qp.resp.write_remaining) {
+                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+            }
+            if plen > 0 {
+                match ctx.mrs.remote(
+                    qp.pd,
+                    qp.resp.write_rkey,
+                    qp.resp.write_va,
+                    plen as u64,
+                    AccessFlags::REMOTE_WRITE,
+                ) {
+                    Ok((mr, r)) => mr.buf[r].copy_from_slice(pkt.payload),
+                    Err(e) => {
+                        return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr)
+                    }
+                }
+            }
+            qp.resp.write_va = qp.resp.write_va.wrapping_add(plen as u64);
+            qp.resp.write_remaining -= plen;
+            if ends {
+                qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+                qp.resp.in_msg = None;
+                if with_imm {
+                    if let Some(r) = qp.rq.get(qp.rq.head()).copied() {
+                        let mut wc = recv_wc(qp.qpn, r.wr_id, WcStatus::Success);
+                        wc.opcode = WcOpcode::RecvRdmaWithImm;
+                        wc.byte_len = qp.resp.write_len;
+                        wc.src_qp = qp.attr.dest_qp_num;
+                        wc.imm_data = pkt.ext.immdt.unwrap_or(0);
+                        wc.wc_flags |= WcFlags::WITH_IMM;
+                        ctx.complete(qp.recv_cq, wc);
+                        qp.rq.pop();
+                    }
+                }
+            } else {
+                qp.resp.in_msg = Some(MsgKind::Write);
+            }
+        }
+        OpKind::ReadRequest => {
+            let Some(reth) = pkt.ext.reth else {
+                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+            };
+            if reth.dma_len > 1 << 31 || qp.attr.max_dest_rd_atomic == 0 {
+                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+            }
+            if reth.dma_len > 0 {
+                if let Err(e) = ctx.mrs.remote(
+                    qp.pd,
+                    reth.rkey,
+                    reth.va,
+                    reth.dma_len as u64,
+                    AccessFlags::REMOTE_READ,
+                ) {
+                    return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
+                }
+            }
+            let n = reth.dma_len.div_ceil(pmtu).max(1);
+            let last = psn.add(n - 1);
+            qp.resp.push_resource(Resource::Read {
+                first: psn,
+                last,
+                va: reth.va,
+                rkey: reth.rkey,
+                len: reth.dma_len,
+            });
+            qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+            qp.resp.queue.push_back(RespItem::Read {
+                psn,
+                last,
+                va: reth.va,
+                rkey: reth.rkey,
+                remaining: reth.dma_len,
+                msn: qp.resp.msn,
+                first: true,
+            });
+            ctx.counters.rx_read_requests += 1;
+            qp.resp.epsn = last.next();
+            return true;
+        }
+        OpKind::Atomic => {
+            let Some(a) = pkt.ext.atomic_eth else {
+                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+            };
+            if a.va % 8 != 0 || qp.attr.max_dest_rd_atomic == 0 {
+                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+            }
+            let orig = match ctx
+                .mrs
+                .remote(qp.pd, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
+            {
+                Ok((mr, r)) => {
+                    let cell = &mut mr.buf[r];
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(cell);
+                    // Host byte order, as rxe and mlx5 in host-endian mode.
+                    let cur = u64::from_ne_bytes(b);
+                    let new = if pkt.bth.opcode.0 & 0x1F == Opcode::RC_COMPARE_SWAP.0 {
+                        if cur == a.compare {
+                            a.swap_add
+                        } else {
+                            cur
+                        }
+                    } else {
+                        cur.wrapping_add(a.swap_add)
+                    };
+                    cell.copy_from_slice(&new.to_ne_bytes());
+                    cur
+                }
+                Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
+            };
+            qp.resp.push_resource(Resource::Atomic { psn, orig });
+            qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+            qp.resp.queue.push_back(RespItem::AtomicAck {
+                psn,
+                orig,
+                msn: qp.resp.msn,
+            });
+            ctx.counters.rx_atomic_requests += 1;
+            qp.resp.epsn = psn.next();
+            return true;
+        }
+        _ => return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr),
+    }
+    if !reliable {
+        return false;
+    }
+    qp.resp.epsn = psn.next();
+    qp.resp.pkts_since_ack += 1;
+    if ctx.cfg.ack_coalesce > 0 && qp.resp.pkts_since_ack >= ctx.cfg.ack_coalesce {
+        ack_wanted = true;
+    }
+    if ack_wanted {
+        qp.resp.pkts_since_ack = 0;
+        qp.resp.queue_ack(psn, ACK);
+        return true;
+    }
+    false
+}
+
+fn rnr(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
+    if qp.qp_type == QpType::Uc {
+        ctx.counters.rx_no_rwqe += 1;
+        drop_uc_message(qp, ctx);
+        return false;
+    }
+    ctx.counters.send_rnr_err += 1;
+    let code = AethSyndrome::RnrNak {
+        timer: qp.attr.min_rnr_timer,
+    }
+    .to_byte();
+    qp.resp.queue_ack(psn, code);
+    true
+}
+
+fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> bool {
+    let info = pkt.bth.opcode.info();
+    match info.kind {
+        OpKind::Send | OpKind::Write => {
+            let e = qp.resp.epsn.sub(1);
+            qp.resp.queue_ack(e, ACK);
+            true
+        }
+        OpKind::ReadRequest => {
+            let Some(reth) = pkt.ext.reth else {
+                return false;
+            };
+            let found = qp.resp.resources.iter().find_map(|r| match *r {
+                Resource::Read {
+                    first,
+                    last,
+                    va,
+                    rkey,
+                    len,
+                } if psn.at_or_after(first)
+                    && last.at_or_after(psn)
+                    && rkey == reth.rkey
+                    && reth.va >= va
+                    && reth.va.wrapping_add(reth.dma_len as u64)
+                        <= va.wrapping_add(len as u64) =>
+                {
+                    Some(last)
+                }
+                _ => None,
+            });
+            let Some(last) = found else {
+                ctx.counters.dup_no_resource += 1;
+                return false;
+            };
+            qp.resp.queue.push_back(RespItem::Read {
+                psn,
+                last,
+                va: reth.va,
+                rkey: reth.rkey,
+                remaining: reth.dma_len,
+                msn: qp.resp.msn,
+                first: true,
+            });
+            true
+        }
+        OpKind::Atomic => {
+            let found = qp.resp.resources.iter().find_map(|r| match *r {
+                Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
+                _ => None,
+            });
+            let Some(orig) = found else {
+                ctx.counters.dup_no_resource += 1;
+                return false;
+            };
+            qp.resp.queue.push_back(RespItem::AtomicAck {
+                psn,
+                orig,
+                msn: qp.resp.msn,
+            });
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Build the next queued response of `qp` into `buf`.
+pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
+    let item = *qp.resp.queue.front()?;
+    let pmtu = qp.pmtu;
+    let mut ext = ExtHeaders::default();
+    let (opcode, psn, payload_len, done, src) = match item {
+        RespItem::Ack { psn, syndrome, msn } => {
+            ext.aeth = Some(AethRepr { syndrome, msn });
+            (Opcode::RC_ACKNOWLEDGE, psn, 0, true, None)
+        }
+        RespItem::AtomicAck { psn, orig, msn } => {
+            ext.aeth = Some(AethRepr { syndrome: ACK, msn });
+            ext.atomic_ack_eth = Some(AtomicAckEthRepr { orig });
+            (Opcode::RC_ATOMIC_ACKNOWLEDGE, psn, 0, true, None)
+        }
+        RespItem::Read {
+            psn,
+            last,
+            va,
+            rkey,
+            remaining,
+            msn,
+            first,
+        } => {
+            let len = remaining.min(pmtu);
+            let is_last = psn == last || remaining <= pmtu;
+            let op = match (first, is_last) {
+                (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+                (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+                (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+            };
+            if first || is_last {
+                ext.aeth = Some(AethRepr { syndrome: ACK, msn });
+            }
+            (op, psn, len, is_last, Some((va, rkey)))
+        }
+    };
+    let bth = BthRepr::new(opcode, qp.attr.dest_qp_num, psn.value());
+    let av = qp.attr.ah_attr;
+    let (eth, net, udp) = ctx.headers(qp, &av, qp.udp_sport)?;
+    let repr = PacketRepr {
+        eth,
+        net,
+        udp,
+        bth,
+        ext,
+    };
+    let off = repr.emit_headers(buf, payload_len as usize).ok()?;
+    if let Some((va, rkey)) = src {
+        if payload_len > 0 {
+            let out = buf.get_mut(off..off + payload_len as usize)?;
+            match ctx
+                .mrs
+                .remote(qp.pd, rkey, va, payload_len as u64, AccessFlags::REMOTE_READ)
+            {
+                Ok((mr, r)) => out.copy_from_slice(&mr.buf[r]),
+                Err(_) => {
+                    // The MR went away mid-stream: stop the stream.
+                    qp.resp.queue.pop_front();
+                    return None;
+                }
+            }
+        }
+    }
+    let n = repr.finalize(buf, payload_len as usize).ok()?;
+    if done {
+        qp.resp.queue.pop_front();
+    } else if let Some(RespItem::Read {
+        psn,
+        va,
+        remaining,
+        first,
+        ..
+    }) = qp.resp.queue.front_mut()
+    {
+        *psn = psn.next();
+        *va = va.wrapping_add(payload_len as u64);
+        *remaining -= payload_len;
+        *first = false;
+    }
+    Some(n)
+}

@@ -1,0 +1,736 @@
+//! The device: the sans-IO entry point of the stack.
+//!
+//! A [`Device`] owns protection domains, memory regions, completion queues and
+//! queue pairs. It never does I/O and never reads a clock; the caller drives it:
+//!
+//! 1. [`Device::handle_frame`] for every received frame, with the current time;
+//! 2. [`Device::poll_transmit`] until it returns `None`, sending each frame;
+//! 3. [`Device::poll_timeout`] for the next deadline, and
+//!    [`Device::handle_timeout`] once it has passed;
+//! 4. [`Device::poll_cq`] and [`Device::poll_event`] for completions and events.
+//!
+//! Idle QPs cost nothing per poll: only QPs with work are on the active list,
+//! and timers sit in a deadline heap with at most one live entry per QP timer.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::IpAddr;
+
+use super::cq::Cq;
+use super::mr::{Mr, MrTable};
+use super::qp::{transition_masks, Qp, QpAttr, QpInitAttr, VerbsError};
+use super::types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType};
+use super::wr::{RecvWr, SendWr, Wc};
+use crate::counters::Counters;
+use crate::time::Instant;
+use crate::transport::av::{udp_sport, Gid};
+use crate::transport::psn::Psn;
+use crate::transport::rc::responder::RespState;
+use crate::transport::{rc, uc, ud};
+use crate::wire::{
+    DropCounters, Error as WireError, EthRepr, Ipv4Repr, Ipv6Repr, NetRepr, RocePacket,
+    Transport, UdpChecksum, UdpRepr, ROCEV2_UDP_PORT,
+};
+
+/// Static facts about the (single) port.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// MAC address.
+    pub mac: [u8; 6],
+    /// GID table (index 0 first): IPv4-mapped and IPv6 GIDs.
+    pub gids: Vec<Gid>,
+    /// Ethernet MTU of the link, bytes (1500 by default); the active IB MTU is
+    /// the largest that fits (rxe: netdev MTU − 80).
+    pub netdev_mtu: usize,
+    /// Window of unacknowledged PSNs per RC QP before the requester stalls.
+    pub max_unacked_psns: u32,
+    /// Responder: send an ACK every this many in-order request packets even
+    /// without AckReq (0 = only when AckReq is set). CASES R14.
+    pub ack_coalesce: u32,
+    /// Requester: set AckReq at least every this many packets (rxe: 64).
+    pub ackreq_interval: u32,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            mac: [0x02, 0, 0, 0, 0, 1],
+            gids: Vec::new(),
+            netdev_mtu: 1500,
+            max_unacked_psns: 1024,
+            ack_coalesce: 0,
+            ackreq_interval: 64,
+        }
+    }
+}
+
+/// Asynchronous events (`enum ibv_event_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AsyncEvent {
+    /// A CQ overran (`IBV_EVENT_CQ_ERR`).
+    CqErr {
+        /// The CQ.
+        cq: u32,
+    },
+    /// A QP entered the error state (`IBV_EVENT_QP_FATAL`).
+    QpFatal {
+        /// The QP.
+        qpn: u32,
+    },
+    /// A QP reached SQD with its send queue drained (`IBV_EVENT_SQ_DRAINED`).
+    SqDrained {
+        /// The QP.
+        qpn: u32,
+    },
+}
+
+/// lkey and rkey of a registered MR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MrKeys {
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// Which timer of a QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum TimerKind {
+    Ack,
+    Rnr,
+}
+
+/// The device state the transport engines need besides their QP.
+pub(crate) struct Ctx<'a> {
+    pub cfg: &'a DeviceConfig,
+    pub mrs: &'a mut MrTable,
+    pub cqs: &'a mut HashMap<u32, Cq>,
+    pub counters: &'a mut Counters,
+    pub events: &'a mut VecDeque<AsyncEvent>,
+    pub timers: &'a mut BinaryHeap<Reverse<(Instant, u32, TimerKind)>>,
+    pub ip_ident: &'a mut u16,
+}
+
+impl Ctx<'_> {
+    /// Deliver a completion; an overrun is counted and raised as an event.
+    pub fn complete(&mut self, cq: u32, wc: Wc) {
+        let ok = self.cqs.get_mut(&cq).is_some_and(|c| c.push(wc));
+        if !ok {
+            self.counters.cq_overrun += 1;
+            let ev = AsyncEvent::CqErr { cq };
+            if !self.events.contains(&ev) {
+                self.events.push_back(ev);
+            }
+        }
+    }
+
+    /// Queue a timer entry (stale entries are skipped when they fire).
+    pub fn arm(&mut self, at: Instant, qpn: u32, kind: TimerKind) {
+        self.timers.push(Reverse((at, qpn, kind)));
+    }
+
+    /// Ethernet + network + UDP headers for a packet of `qp` to its peer (or to
+    /// `av` for UD).
+    pub fn headers(
+        &mut self,
+        qp: &Qp,
+        av: &crate::transport::av::AddressVector,
+        sport: u16,
+    ) -> Option<(EthRepr, NetRepr, UdpRepr)> {
+        let sgid = *self.cfg.gids.get(av.sgid_index as usize)?;
+        let _ = qp;
+        let eth = EthRepr {
+            dst: av.dmac,
+            src: self.cfg.mac,
+            vlan: av.vlan,
+        };
+        let net = match (sgid.to_ip(), av.dgid.to_ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                *self.ip_ident = self.ip_ident.wrapping_add(1);
+                NetRepr::Ipv4(Ipv4Repr {
+                    src,
+                    dst,
+                    dscp: av.traffic_class >> 2,
+                    ecn: av.traffic_class & 3,
+                    ttl: if av.hop_limit == 0 { 64 } else { av.hop_limit },
+                    ident: *self.ip_ident,
+                    dont_frag: true,
+                })
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => NetRepr::Ipv6(Ipv6Repr {
+                src,
+                dst,
+                dscp: av.traffic_class >> 2,
+                ecn: av.traffic_class & 3,
+                flow_label: av.flow_label,
+                hop_limit: if av.hop_limit == 0 { 64 } else { av.hop_limit },
+            }),
+            _ => return None,
+        };
+        let udp = UdpRepr {
+            src_port: sport,
+            dst_port: ROCEV2_UDP_PORT,
+            checksum: UdpChecksum::Default,
+        };
+        Some((eth, net, udp))
+    }
+}
+
+/// A RoCEv2 device (one port).
+#[derive(Debug)]
+pub struct Device {
+    cfg: DeviceConfig,
+    active_mtu: Mtu,
+    next_pd: u32,
+    pds: Vec<u32>,
+    mrs: MrTable,
+    next_cq: u32,
+    cqs: HashMap<u32, Cq>,
+    next_qpn: u32,
+    qps: HashMap<u32, Qp>,
+    active: VecDeque<u32>,
+    timers: BinaryHeap<Reverse<(Instant, u32, TimerKind)>>,
+    events: VecDeque<AsyncEvent>,
+    counters: Counters,
+    drops: DropCounters,
+    ip_ident: u16,
+}
+
+impl Device {
+    /// A device with `cfg`.
+    pub fn new(cfg: DeviceConfig) -> Device {
+        let active_mtu = Mtu::for_netdev(cfg.netdev_mtu).unwrap_or(Mtu::Mtu256);
+        Device {
+            cfg,
+            active_mtu,
+            next_pd: 0,
+            pds: Vec::new(),
+            mrs: MrTable::default(),
+            next_cq: 0,
+            cqs: HashMap::new(),
+            next_qpn: 0x10,
+            qps: HashMap::new(),
+            active: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            events: VecDeque::new(),
+            counters: Counters::default(),
+            drops: DropCounters::default(),
+            ip_ident: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.cfg
+    }
+    /// The active path MTU of the port (from the netdev MTU).
+    pub fn active_mtu(&self) -> Mtu {
+        self.active_mtu
+    }
+    /// GID at `index`.
+    pub fn gid(&self, index: usize) -> Option<Gid> {
+        self.cfg.gids.get(index).copied()
+    }
+    /// Counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// Frames dropped by the wire parser, per reason.
+    pub fn drop_counters(&self) -> &DropCounters {
+        &self.drops
+    }
+
+    /// Allocate a protection domain (`ibv_alloc_pd`).
+    pub fn alloc_pd(&mut self) -> u32 {
+        self.next_pd += 1;
+        self.pds.push(self.next_pd);
+        self.next_pd
+    }
+
+    /// Free a protection domain (`ibv_dealloc_pd`); `Busy` while MRs or QPs use it.
+    pub fn dealloc_pd(&mut self, pd: u32) -> Result<(), VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NotFound);
+        }
+        if self.mrs.pd_has_mrs(pd) || self.qps.values().any(|q| q.pd == pd) {
+            return Err(VerbsError::Busy);
+        }
+        self.pds.retain(|p| *p != pd);
+        Ok(())
+    }
+
+    /// Register `buf` as an MR at I/O virtual address `iova` (`ibv_reg_mr_iova`).
+    /// lkey and rkey are chosen by the device.
+    pub fn reg_mr(
+        &mut self,
+        pd: u32,
+        buf: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys, VerbsError> {
+        let key = self.mrs.fresh_key();
+        self.reg_mr_keys(pd, buf, iova, access, key, key)
+    }
+
+    /// Register `buf` with a chosen rkey (replay and test tools that must match
+    /// a capture's R_Keys). `KeyInUse` if the rkey is taken.
+    pub fn reg_mr_with_rkey(
+        &mut self,
+        pd: u32,
+        buf: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+        rkey: u32,
+    ) -> Result<MrKeys, VerbsError> {
+        if self.mrs.rkey_in_use(rkey) {
+            return Err(VerbsError::KeyInUse);
+        }
+        let lkey = self.mrs.fresh_key();
+        self.reg_mr_keys(pd, buf, iova, access, lkey, rkey)
+    }
+
+    fn reg_mr_keys(
+        &mut self,
+        pd: u32,
+        buf: Vec<u8>,
+        iova: u64,
+        access: AccessFlags,
+        lkey: u32,
+        rkey: u32,
+    ) -> Result<MrKeys, VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NotFound);
+        }
+        // IBTA C10-?: remote write/atomic require local write.
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(VerbsError::InvalidAttribute("access"));
+        }
+        if iova.checked_add(buf.len() as u64).is_none() {
+            return Err(VerbsError::InvalidAttribute("iova"));
+        }
+        self.mrs.insert(Mr {
+            pd,
+            buf,
+            iova,
+            lkey,
+            rkey,
+            access,
+        });
+        Ok(MrKeys { lkey, rkey })
+    }
+
+    /// Deregister an MR and return its memory (`ibv_dereg_mr`).
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<Vec<u8>, VerbsError> {
+        self.mrs
+            .remove(lkey)
+            .map(|m| m.buf)
+            .ok_or(VerbsError::NotFound)
+    }
+
+    /// The MR with `lkey`.
+    pub fn mr(&self, lkey: u32) -> Option<&Mr> {
+        self.mrs.get(lkey)
+    }
+    /// The MR with `lkey`, writable.
+    pub fn mr_mut(&mut self, lkey: u32) -> Option<&mut Mr> {
+        self.mrs.get_mut(lkey)
+    }
+
+    /// Create a CQ holding `cqe` completions (`ibv_create_cq`).
+    pub fn create_cq(&mut self, cqe: usize) -> u32 {
+        self.next_cq += 1;
+        self.cqs.insert(self.next_cq, Cq::new(cqe.max(1)));
+        self.next_cq
+    }
+    /// The CQ.
+    pub fn cq(&self, cq: u32) -> Option<&Cq> {
+        self.cqs.get(&cq)
+    }
+    /// Take up to `out.len()` completions (`ibv_poll_cq`).
+    pub fn poll_cq(&mut self, cq: u32, out: &mut [Wc]) -> usize {
+        self.cqs.get_mut(&cq).map_or(0, |c| c.poll(out))
+    }
+
+    /// Create a QP (`ibv_create_qp`) in RESET.
+    pub fn create_qp(&mut self, pd: u32, init: &QpInitAttr) -> Result<u32, VerbsError> {
+        loop {
+            self.next_qpn = (self.next_qpn + 1) & 0x00FF_FFFF;
+            if self.next_qpn < 0x11 {
+                self.next_qpn = 0x11;
+            }
+            if !self.qps.contains_key(&self.next_qpn) {
+                break;
+            }
+        }
+        self.create_qp_with_qpn(pd, init, self.next_qpn)
+    }
+
+    /// Create a QP with a chosen QPN (replaying captures). `KeyInUse` if taken.
+    pub fn create_qp_with_qpn(
+        &mut self,
+        pd: u32,
+        init: &QpInitAttr,
+        qpn: u32,
+    ) -> Result<u32, VerbsError> {
+        if !self.pds.contains(&pd) {
+            return Err(VerbsError::NotFound);
+        }
+        if !self.cqs.contains_key(&init.send_cq) || !self.cqs.contains_key(&init.recv_cq) {
+            return Err(VerbsError::NotFound);
+        }
+        let qpn = qpn & 0x00FF_FFFF;
+        if qpn < 2 || qpn == 0x00FF_FFFF || self.qps.contains_key(&qpn) {
+            return Err(VerbsError::KeyInUse);
+        }
+        if init.cap.max_send_sge as usize > super::wr::MAX_SGE
+            || init.cap.max_recv_sge as usize > super::wr::MAX_SGE
+            || init.cap.max_inline_data as usize > super::wr::MAX_INLINE
+            || init.cap.max_send_wr == 0
+            || init.cap.max_recv_wr == 0
+        {
+            return Err(VerbsError::TooLarge);
+        }
+        self.qps.insert(qpn, Qp::new(qpn, pd, init));
+        Ok(qpn)
+    }
+
+    /// Destroy a QP (`ibv_destroy_qp`). Its QPN may be reused; nothing of its
+    /// state survives (CASES R22).
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        self.qps.remove(&qpn).map(|_| ()).ok_or(VerbsError::NotFound)
+    }
+
+    /// The QP.
+    pub fn qp(&self, qpn: u32) -> Option<&Qp> {
+        self.qps.get(&qpn)
+    }
+
+    /// Change QP attributes and state (`ibv_modify_qp`), following the IBTA
+    /// state machine (IBTA 1.7 §10.3.1; ROCEV2-DIGEST §5 table of required
+    /// attributes). Path MTU is clamped to the port's active MTU (rxe does the
+    /// same; CASES R24 a).
+    pub fn modify_qp(
+        &mut self,
+        qpn: u32,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+    ) -> Result<(), VerbsError> {
+        let active_mtu = self.active_mtu;
+        let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::NotFound)?;
+        let from = qp.state;
+        let to = if mask.contains(QpAttrMask::STATE) {
+            attr.qp_state
+        } else {
+            from
+        };
+        let (req, opt) = transition_masks(qp.qp_type, from, to)
+            .ok_or(VerbsError::IllegalTransition { from, to })?;
+        let given = mask - QpAttrMask::STATE;
+        if !given.contains(req) {
+            return Err(VerbsError::MissingAttributes(req - given));
+        }
+        let extra = given - req - opt;
+        if !extra.is_empty() {
+            return Err(VerbsError::ExtraAttributes(extra));
+        }
+        if mask.contains(QpAttrMask::TIMEOUT) && attr.timeout > 31 {
+            return Err(VerbsError::InvalidAttribute("timeout"));
+        }
+        if mask.contains(QpAttrMask::RETRY_CNT) && attr.retry_cnt > 7 {
+            return Err(VerbsError::InvalidAttribute("retry_cnt"));
+        }
+        if mask.contains(QpAttrMask::RNR_RETRY) && attr.rnr_retry > 7 {
+            return Err(VerbsError::InvalidAttribute("rnr_retry"));
+        }
+        if mask.contains(QpAttrMask::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
+            return Err(VerbsError::InvalidAttribute("min_rnr_timer"));
+        }
+        if mask.contains(QpAttrMask::AV)
+            && self.cfg.gids.get(attr.ah_attr.sgid_index as usize).is_none()
+        {
+            return Err(VerbsError::InvalidAttribute("sgid_index"));
+        }
+
+        if to == QpState::Reset {
+            qp.reset();
+            qp.state = QpState::Reset;
+            return Ok(());
+        }
+        let a = &mut qp.attr;
+        if mask.contains(QpAttrMask::ACCESS_FLAGS) {
+            a.qp_access_flags = attr.qp_access_flags;
+        }
+        if mask.contains(QpAttrMask::PKEY_INDEX) {
+            a.pkey_index = attr.pkey_index;
+        }
+        if mask.contains(QpAttrMask::PORT) {
+            a.port_num = attr.port_num;
+        }
+        if mask.contains(QpAttrMask::QKEY) {
+            a.qkey = attr.qkey;
+        }
+        if mask.contains(QpAttrMask::AV) {
+            a.ah_attr = attr.ah_attr;
+        }
+        if mask.contains(QpAttrMask::PATH_MTU) {
+            a.path_mtu = attr.path_mtu.min(active_mtu);
+        }
+        if mask.contains(QpAttrMask::TIMEOUT) {
+            a.timeout = attr.timeout;
+        }
+        if mask.contains(QpAttrMask::RETRY_CNT) {
+            a.retry_cnt = attr.retry_cnt;
+            qp.comp.retry_cnt = attr.retry_cnt;
+        }
+        if mask.contains(QpAttrMask::RNR_RETRY) {
+            a.rnr_retry = attr.rnr_retry;
+            qp.comp.rnr_retry = attr.rnr_retry;
+        }
+        if mask.contains(QpAttrMask::RQ_PSN) {
+            a.rq_psn = attr.rq_psn & 0x00FF_FFFF;
+            qp.resp.epsn = Psn::new(attr.rq_psn);
+        }
+        if mask.contains(QpAttrMask::SQ_PSN) {
+            a.sq_psn = attr.sq_psn & 0x00FF_FFFF;
+            qp.req.psn = Psn::new(attr.sq_psn);
+            qp.comp.psn = Psn::new(attr.sq_psn);
+        }
+        if mask.contains(QpAttrMask::MAX_QP_RD_ATOMIC) {
+            a.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if mask.contains(QpAttrMask::MAX_DEST_RD_ATOMIC) {
+            a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+            let epsn = qp.resp.epsn;
+            qp.resp = RespState::new(attr.max_dest_rd_atomic as usize);
+            qp.resp.epsn = epsn;
+        }
+        if mask.contains(QpAttrMask::MIN_RNR_TIMER) {
+            a.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if mask.contains(QpAttrMask::DEST_QPN) {
+            a.dest_qp_num = attr.dest_qp_num & 0x00FF_FFFF;
+        }
+        qp.pmtu = qp.attr.path_mtu.bytes() as u32;
+        if mask.intersects(QpAttrMask::AV | QpAttrMask::DEST_QPN) {
+            qp.udp_sport = udp_sport(&qp.attr.ah_attr, qp.qpn, qp.attr.dest_qp_num);
+        }
+        qp.attr.qp_state = to;
+        qp.state = to;
+        let wake = to == QpState::Rts;
+        if to == QpState::Err && from != QpState::Err {
+            self.error_qp(qpn);
+        }
+        if to == QpState::Sqd {
+            self.events.push_back(AsyncEvent::SqDrained { qpn });
+        }
+        if wake {
+            self.activate(qpn);
+        }
+        Ok(())
+    }
+
+    /// Move a QP to ERR and flush its queues (IBTA 1.7 §10.3.1: every
+    /// outstanding WR completes with `WR_FLUSH_ERR`).
+    fn error_qp(&mut self, qpn: u32) {
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mrs: &mut self.mrs,
+            cqs: &mut self.cqs,
+            counters: &mut self.counters,
+            events: &mut self.events,
+            timers: &mut self.timers,
+            ip_ident: &mut self.ip_ident,
+        };
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            crate::transport::enter_error(qp, &mut ctx);
+        }
+    }
+
+    /// Post a send work request (`ibv_post_send`). In RESET, INIT or RTR the
+    /// call fails; in ERR the WR is accepted and completes at once with
+    /// `WR_FLUSH_ERR` (CASES R18: never hangs).
+    pub fn post_send(&mut self, qpn: u32, wr: &SendWr<'_>) -> Result<(), VerbsError> {
+        let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::NotFound)?;
+        match qp.state {
+            QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err => {}
+            s => return Err(VerbsError::BadState(s)),
+        }
+        qp.push_send(wr)?;
+        if qp.state == QpState::Err {
+            self.error_qp(qpn);
+        } else {
+            self.activate(qpn);
+        }
+        Ok(())
+    }
+
+    /// Post a receive work request (`ibv_post_recv`). Not in RESET; in ERR it
+    /// completes at once with `WR_FLUSH_ERR`.
+    pub fn post_recv(&mut self, qpn: u32, wr: &RecvWr<'_>) -> Result<(), VerbsError> {
+        let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::NotFound)?;
+        if qp.state == QpState::Reset {
+            return Err(VerbsError::BadState(QpState::Reset));
+        }
+        qp.push_recv(wr)?;
+        if qp.state == QpState::Err {
+            self.error_qp(qpn);
+        }
+        Ok(())
+    }
+
+    /// The next asynchronous event.
+    pub fn poll_event(&mut self) -> Option<AsyncEvent> {
+        self.events.pop_front()
+    }
+
+    fn activate(&mut self, qpn: u32) {
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            if !qp.active {
+                qp.active = true;
+                self.active.push_back(qpn);
+            }
+        }
+    }
+
+    /// Handle one received Ethernet frame at time `now`. Malformed frames,
+    /// frames with a bad ICRC and frames for unknown QPs are dropped and counted.
+    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
+        self.counters.rx_frames += 1;
+        let pkt = match RocePacket::parse(frame) {
+            Ok(p) => p,
+            Err(WireError::NotRoce) => return,
+            Err(e) => {
+                self.counters.rx_parse_drops += 1;
+                self.drops.record(&e);
+                return;
+            }
+        };
+        // The packet must be addressed to one of our GIDs.
+        let dst = Gid::from_ip(pkt.net.dst());
+        if !self.cfg.gids.contains(&dst) {
+            self.counters.rx_addr_mismatch += 1;
+            return;
+        }
+        let info = pkt.bth.opcode.info();
+        if info.transport == Transport::Cnp {
+            self.counters.rx_cnp += 1;
+            return;
+        }
+        let qpn = pkt.bth.dest_qp;
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            self.counters.rx_qp_not_found += 1;
+            return;
+        };
+        // P_Key: low 15 bits equal and one of the two a full member (IBTA §10.9.3;
+        // our P_Key table holds the default key 0xFFFF).
+        if pkt.bth.pkey & 0x7FFF != 0x7FFF {
+            self.counters.rx_pkey_mismatch += 1;
+            return;
+        }
+        let type_ok = matches!(
+            (qp.qp_type, info.transport),
+            (QpType::Rc, Transport::Rc) | (QpType::Uc, Transport::Uc) | (QpType::Ud, Transport::Ud)
+        );
+        if !type_ok {
+            self.counters.rx_opcode_qp_mismatch += 1;
+            return;
+        }
+        if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe) {
+            self.counters.rx_qp_bad_state += 1;
+            return;
+        }
+        if qp.qp_type != QpType::Ud && Gid::from_ip(pkt.net.src()) != qp.attr.ah_attr.dgid {
+            self.counters.rx_addr_mismatch += 1;
+            return;
+        }
+        self.counters.rcvd_pkts += 1;
+        let mut ctx = Ctx {
+            cfg: &self.cfg,
+            mrs: &mut self.mrs,
+            cqs: &mut self.cqs,
+            counters: &mut self.counters,
+            events: &mut self.events,
+            timers: &mut self.timers,
+            ip_ident: &mut self.ip_ident,
+        };
+        let wake = match qp.qp_type {
+            QpType::Rc if info.is_request => rc::responder::handle_request(qp, &mut ctx, now, &pkt),
+            QpType::Rc => rc::completer::handle_response(qp, &mut ctx, now, &pkt),
+            QpType::Uc => uc::handle_request(qp, &mut ctx, &pkt),
+            QpType::Ud => ud::handle_request(qp, &mut ctx, &pkt),
+        };
+        if wake {
+            self.activate(qpn);
+        }
+    }
+
+    /// Write the next frame to send into `buf` and return its length, or `None`
+    /// when nothing is ready. `buf` must hold a whole frame (PMTU + 90 bytes).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let mut budget = self.active.len();
+        while budget > 0 {
+            budget -= 1;
+            let qpn = self.active.pop_front()?;
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut ctx = Ctx {
+                cfg: &self.cfg,
+                mrs: &mut self.mrs,
+                cqs: &mut self.cqs,
+                counters: &mut self.counters,
+                events: &mut self.events,
+                timers: &mut self.timers,
+                ip_ident: &mut self.ip_ident,
+            };
+            match crate::transport::produce(qp, &mut ctx, now, buf) {
+                Some(n) => {
+                    self.counters.sent_pkts += 1;
+                    self.active.push_back(qpn);
+                    return Some(n);
+                }
+                None => qp.active = false,
+            }
+        }
+        None
+    }
+
+    /// The earliest deadline at which [`Device::handle_timeout`] has work (it may
+    /// be early: an extra call does nothing).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// Run the timers due at `now` (ACK timeouts, RNR waits).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(Reverse((t, qpn, kind))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut ctx = Ctx {
+                cfg: &self.cfg,
+                mrs: &mut self.mrs,
+                cqs: &mut self.cqs,
+                counters: &mut self.counters,
+                events: &mut self.events,
+                timers: &mut self.timers,
+                ip_ident: &mut self.ip_ident,
+            };
+            let wake = rc::completer::on_timer(qp, &mut ctx, now, kind, t);
+            if wake {
+                self.activate(qpn);
+            }
+        }
+    }
+
+    /// QPNs currently on the active list (for tests of idle cost).
+    pub fn active_qps(&self) -> usize {
+        self.active.len()
+    }
+}

@@ -1,0 +1,18 @@
+//! The verbs API (IBTA 1.7 chapter 11; names mirror ibverbs): device, protection
+//! domains, memory regions, completion queues, queue pairs, work requests.
+
+pub mod cq;
+pub mod device;
+pub mod mr;
+pub mod qp;
+pub mod types;
+pub mod wr;
+
+pub use cq::Cq;
+pub use device::{AsyncEvent, Device, DeviceConfig, MrKeys};
+pub use mr::Mr;
+pub use qp::{Qp, QpAttr, QpCap, QpInitAttr, VerbsError};
+pub use types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType, WcStatus};
+pub use wr::{
+    NetworkHdrType, RecvWr, SendFlags, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode, WrOpcode,
+};

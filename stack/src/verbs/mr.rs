@@ -1,0 +1,150 @@
+//! Memory regions (IBTA 1.7 §10.6): registered buffers with an I/O virtual
+//! address, an lkey, an rkey and access rights. The device owns the memory while
+//! it is registered (safe Rust has no pinned foreign pointers); the caller reads
+//! and writes it through [`crate::verbs::Device::mr`] / `mr_mut`, and gets the
+//! buffer back from `dereg_mr`.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::types::AccessFlags;
+
+/// A registered memory region.
+#[derive(Debug)]
+pub struct Mr {
+    pub(crate) pd: u32,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) iova: u64,
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+    pub(crate) access: AccessFlags,
+}
+
+impl Mr {
+    /// The memory.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf
+    }
+    /// The memory, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+    /// I/O virtual address of byte 0.
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+    /// Remote key.
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+    /// Length, bytes.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+    /// Access rights.
+    pub fn access(&self) -> AccessFlags {
+        self.access
+    }
+
+    /// Byte range of `[va, va + len)` inside the buffer, if it lies inside.
+    pub(crate) fn range(&self, va: u64, len: u64) -> Option<Range<usize>> {
+        let start = va.checked_sub(self.iova)?;
+        let end = start.checked_add(len)?;
+        (end <= self.buf.len() as u64).then(|| start as usize..end as usize)
+    }
+}
+
+/// Why a memory access was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AccessError {
+    /// No MR with that key (or another PD).
+    BadKey,
+    /// Outside the MR.
+    Range,
+    /// The MR lacks the right.
+    Rights,
+}
+
+/// Every MR of a device, indexed by lkey and by rkey.
+#[derive(Debug, Default)]
+pub(crate) struct MrTable {
+    mrs: HashMap<u32, Mr>,
+    by_rkey: HashMap<u32, u32>,
+    next_index: u32,
+}
+
+impl MrTable {
+    /// Allocate a fresh key: index << 8 | 8-bit tag (the rxe layout).
+    pub(crate) fn fresh_key(&mut self) -> u32 {
+        loop {
+            self.next_index = self.next_index.wrapping_add(1) & 0x00FF_FFFF;
+            let key = self.next_index << 8 | (self.next_index.wrapping_mul(0x9E) & 0xFF);
+            if key != 0 && !self.mrs.contains_key(&key) && !self.by_rkey.contains_key(&key) {
+                return key;
+            }
+        }
+    }
+    pub(crate) fn rkey_in_use(&self, rkey: u32) -> bool {
+        self.by_rkey.contains_key(&rkey)
+    }
+    pub(crate) fn insert(&mut self, mr: Mr) {
+        self.by_rkey.insert(mr.rkey, mr.lkey);
+        self.mrs.insert(mr.lkey, mr);
+    }
+    pub(crate) fn remove(&mut self, lkey: u32) -> Option<Mr> {
+        let mr = self.mrs.remove(&lkey)?;
+        self.by_rkey.remove(&mr.rkey);
+        Some(mr)
+    }
+    pub(crate) fn get(&self, lkey: u32) -> Option<&Mr> {
+        self.mrs.get(&lkey)
+    }
+    pub(crate) fn get_mut(&mut self, lkey: u32) -> Option<&mut Mr> {
+        self.mrs.get_mut(&lkey)
+    }
+    pub(crate) fn pd_has_mrs(&self, pd: u32) -> bool {
+        self.mrs.values().any(|m| m.pd == pd)
+    }
+
+    /// Check a local access by `lkey` of `len` bytes at `va` in `pd`.
+    pub(crate) fn local(
+        &mut self,
+        pd: u32,
+        lkey: u32,
+        va: u64,
+        len: u64,
+        need: AccessFlags,
+    ) -> Result<(&mut Mr, Range<usize>), AccessError> {
+        let mr = self.mrs.get_mut(&lkey).ok_or(AccessError::BadKey)?;
+        if mr.pd != pd {
+            return Err(AccessError::BadKey);
+        }
+        if !mr.access.contains(need) {
+            return Err(AccessError::Rights);
+        }
+        let r = mr.range(va, len).ok_or(AccessError::Range)?;
+        Ok((mr, r))
+    }
+
+    /// Check a remote access by `rkey` of `len` bytes at `va` in `pd`
+    /// (IBTA 1.7 §9.7.4.1.5, C9-86..C9-88).
+    pub(crate) fn remote(
+        &mut self,
+        pd: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: AccessFlags,
+    ) -> Result<(&mut Mr, Range<usize>), AccessError> {
+        let lkey = *self.by_rkey.get(&rkey).ok_or(AccessError::BadKey)?;
+        self.local(pd, lkey, va, len, need)
+    }
+}
