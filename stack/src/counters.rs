@@ -67,6 +67,8 @@ counters! {
     resp_invalid_request,
     /// Responder: remote-access-error NAKs sent.
     resp_remote_access_error,
+    /// Responder: remote-operational-error NAKs sent (malformed receive WQE).
+    resp_remote_operational_error,
     /// Requester: remote-access-error NAKs received (mlx5 `req_remote_access_errors`).
     req_remote_access_errors,
     /// Requester: invalid-request NAKs received (mlx5 `req_remote_invalid_request`).
@@ -75,7 +77,9 @@ counters! {
     req_remote_operational_error,
     /// Requester: responses that match nothing outstanding (dropped).
     resp_unexpected,
-    /// Requester: ghost/duplicate responses dropped.
+    /// Requester: responses for already-acknowledged PSNs (duplicates, ghosts
+    /// from before a retry or a QP re-creation), duplicate RNR NAKs, and
+    /// NAKs whose go-back-N is already under way: dropped.
     resp_duplicate,
     /// Responder: duplicate READ/ATOMIC with no matching resource (dropped).
     dup_no_resource,

@@ -2,17 +2,27 @@
 //! virtual clock and a seeded fault injector (loss, reordering, duplication,
 //! corruption, delay). Used by the unit and integration tests, the fuzz targets
 //! and `roce perf`'s single-process mode.
+//!
+//! To play a (mis)behaving peer, a test drops one device's own frames with
+//! [`Pair::drop_filter`], builds frames with [`Pair::frame`] and puts them on
+//! the wire with [`Pair::inject`]; [`Pair::capture`] records every frame with
+//! its virtual time.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::net::Ipv4Addr;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use crate::time::Instant;
 use crate::transport::av::{AddressVector, Gid};
 use crate::verbs::{
-    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
-    QpType,
+    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
+    VerbsError,
+};
+use crate::wire::{
+    BthRepr, EthRepr, ExtHeaders, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr, UdpChecksum, UdpRepr,
+    ROCEV2_UDP_PORT,
 };
 
 /// A small deterministic PRNG (SplitMix64).
@@ -106,19 +116,50 @@ pub struct WireStats {
     pub corrupted: u64,
 }
 
-/// The test address of side `i` (0 or 1): MAC 02:00:00:00:00:0(i+1),
-/// IPv4 10.0.0.(i+1).
-pub fn test_device(i: u8, netdev_mtu: usize) -> Device {
-    Device::new(DeviceConfig {
+/// The configuration of test side `i` (0 or 1): MAC 02:00:00:00:00:0(i+1),
+/// GID 0 = IPv4 10.0.0.(i+1), on an Ethernet of `netdev_mtu` bytes.
+pub fn test_config(i: u8, netdev_mtu: usize) -> DeviceConfig {
+    DeviceConfig {
         mac: [0x02, 0, 0, 0, 0, i + 1],
         gids: vec![Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, i + 1))],
         netdev_mtu,
         ..DeviceConfig::default()
+    }
+}
+
+/// The test device of side `i` (see [`test_config`]).
+pub fn test_device(i: u8, netdev_mtu: usize) -> Device {
+    Device::new(test_config(i, netdev_mtu))
+}
+
+/// Like [`test_device`], but GID 0 is the IPv6 address 2001:db8::(i+1), so
+/// every QP addressed through GID index 0 runs RoCEv2 over IPv6.
+pub fn test_device_ipv6(i: u8, netdev_mtu: usize) -> Device {
+    Device::new(DeviceConfig {
+        gids: vec![Gid::from_ipv6(Ipv6Addr::new(
+            0x2001,
+            0xdb8,
+            0,
+            0,
+            0,
+            0,
+            0,
+            i as u16 + 1,
+        ))],
+        ..test_config(i, netdev_mtu)
     })
 }
 
+/// Decides the fate of each frame a device puts on the wire: called with the
+/// sending side, the current time and the frame; `true` drops it (it is still
+/// captured). Frames given to [`Pair::inject`] are never filtered.
+pub type DropFilter = Box<dyn FnMut(usize, Instant, &[u8]) -> bool + Send>;
+
+/// A frame on the wire: delivery time, sequence number (keeps equal times in
+/// send order), receiving side, bytes.
+type InFlight = (Instant, u64, usize, Vec<u8>);
+
 /// Two devices and the wire between them.
-#[derive(Debug)]
 pub struct Pair {
     /// The two devices.
     pub dev: [Device; 2],
@@ -130,17 +171,45 @@ pub struct Pair {
     pub stats: WireStats,
     rng: Rng,
     seq: u64,
-    in_flight: BinaryHeap<Reverse<(Instant, u64, usize, Vec<u8>)>>,
+    in_flight: BinaryHeap<Reverse<InFlight>>,
     buf: Vec<u8>,
-    /// Optional tap: every frame put on the wire (before faults), with its time.
+    /// Optional tap: every frame put on the wire (before faults and the drop
+    /// filter), with its time.
     pub capture: Option<Vec<(Instant, Vec<u8>)>>,
+    /// Optional deterministic loss for frames the devices send (a test
+    /// playing one side by hand drops that device's own frames with
+    /// `|from, _, _| from == 1`).
+    pub drop_filter: Option<DropFilter>,
+}
+
+impl fmt::Debug for Pair {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pair")
+            .field("dev", &self.dev)
+            .field("now", &self.now)
+            .field("faults", &self.faults)
+            .field("stats", &self.stats)
+            .field("in_flight", &self.in_flight.len())
+            .field("drop_filter", &self.drop_filter.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Pair {
     /// Two test devices on an Ethernet of `netdev_mtu` bytes.
     pub fn new(netdev_mtu: usize, faults: Faults, seed: u64) -> Pair {
+        Pair::with_devices(
+            [test_device(0, netdev_mtu), test_device(1, netdev_mtu)],
+            faults,
+            seed,
+        )
+    }
+
+    /// Two given devices (e.g. [`test_device_ipv6`], or sides with different
+    /// MTUs) joined by the wire.
+    pub fn with_devices(dev: [Device; 2], faults: Faults, seed: u64) -> Pair {
         Pair {
-            dev: [test_device(0, netdev_mtu), test_device(1, netdev_mtu)],
+            dev,
             now: Instant::ZERO,
             faults,
             stats: WireStats::default(),
@@ -149,15 +218,95 @@ impl Pair {
             in_flight: BinaryHeap::new(),
             buf: vec![0u8; 16384],
             capture: None,
+            drop_filter: None,
         }
     }
 
-    /// Put a frame from side `from` on the wire.
+    /// Start capturing (clearing any earlier capture).
+    pub fn start_capture(&mut self) {
+        self.capture = Some(Vec::new());
+    }
+
+    /// The frames captured so far (empty when not capturing).
+    pub fn captured(&self) -> &[(Instant, Vec<u8>)] {
+        self.capture.as_deref().unwrap_or(&[])
+    }
+
+    /// A RoCEv2 frame from side `from` to the other side, addressed with both
+    /// devices' GID 0 and MACs, UDP source port 0xC000: for tests that play a
+    /// (mis)behaving peer. The BTH PadCnt is computed from `payload`.
+    pub fn frame(&self, from: usize, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
+        let (src, dst) = (&self.dev[from], &self.dev[1 - from]);
+        let sgid = src.gid(0).unwrap_or_default().to_ip();
+        let dgid = dst.gid(0).unwrap_or_default().to_ip();
+        let net = match (sgid, dgid) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => NetRepr::Ipv4(Ipv4Repr {
+                src: s,
+                dst: d,
+                dscp: 0,
+                ecn: 0,
+                ttl: 64,
+                ident: 0,
+                dont_frag: true,
+            }),
+            (s, d) => NetRepr::Ipv6(Ipv6Repr {
+                src: ipv6_of(s),
+                dst: ipv6_of(d),
+                dscp: 0,
+                ecn: 0,
+                flow_label: 0,
+                hop_limit: 64,
+            }),
+        };
+        let repr = PacketRepr {
+            eth: EthRepr {
+                dst: dst.config().mac,
+                src: src.config().mac,
+                vlan: None,
+            },
+            net,
+            udp: UdpRepr {
+                src_port: 0xC000,
+                dst_port: ROCEV2_UDP_PORT,
+                checksum: UdpChecksum::Default,
+            },
+            bth,
+            ext,
+        };
+        let mut buf = vec![0u8; repr.frame_len(payload.len())];
+        match repr.emit(&mut buf, payload) {
+            Ok(n) => buf.truncate(n),
+            Err(e) => panic!("Pair::frame: cannot build {bth:?}: {e}"),
+        }
+        buf
+    }
+
+    /// Put a frame from side `from` on the wire (subject to the random faults,
+    /// never to the drop filter).
     pub fn inject(&mut self, from: usize, frame: &[u8]) {
         self.stats.sent += 1;
         if let Some(c) = self.capture.as_mut() {
             c.push((self.now, frame.to_vec()));
         }
+        self.wire(from, frame);
+    }
+
+    /// A frame sent by device `from`: captured, filtered, then on the wire.
+    fn transmit(&mut self, from: usize, frame: &[u8]) {
+        self.stats.sent += 1;
+        if let Some(c) = self.capture.as_mut() {
+            c.push((self.now, frame.to_vec()));
+        }
+        if let Some(f) = self.drop_filter.as_mut() {
+            if f(from, self.now, frame) {
+                self.stats.lost += 1;
+                return;
+            }
+        }
+        self.wire(from, frame);
+    }
+
+    fn wire(&mut self, from: usize, frame: &[u8]) {
         if self.rng.chance(self.faults.loss) {
             self.stats.lost += 1;
             return;
@@ -199,7 +348,7 @@ impl Pair {
                 let mut buf = std::mem::take(&mut self.buf);
                 let n = self.dev[side].poll_transmit(self.now, &mut buf);
                 if let Some(n) = n {
-                    self.inject(side, &buf[..n]);
+                    self.transmit(side, &buf[..n]);
                     did = true;
                 }
                 self.buf = buf;
@@ -344,9 +493,27 @@ impl Default for ConnOpts {
     }
 }
 
+fn ipv6_of(a: IpAddr) -> Ipv6Addr {
+    match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    }
+}
+
 /// Create a PD, a CQ and a QP on each side and bring both QPs to RTS, each
 /// addressed to the other.
 pub fn connect(pair: &mut Pair, o: &ConnOpts) -> Conn {
+    connect_with(pair, o, None).expect("connect")
+}
+
+/// [`connect`] with chosen QPNs (`Device::create_qp_with_qpn`; e.g. to
+/// re-create a destroyed QP under its old number, CASES R22). Fails if a
+/// QPN is taken.
+pub fn connect_with(
+    pair: &mut Pair,
+    o: &ConnOpts,
+    qpns: Option<[u32; 2]>,
+) -> Result<Conn, VerbsError> {
     let mut pd = [0; 2];
     let mut cq = [0; 2];
     let mut qpn = [0; 2];
@@ -354,22 +521,21 @@ pub fn connect(pair: &mut Pair, o: &ConnOpts) -> Conn {
         let d = &mut pair.dev[s];
         pd[s] = d.alloc_pd();
         cq[s] = d.create_cq(o.cqe);
-        qpn[s] = d
-            .create_qp(
-                pd[s],
-                &QpInitAttr {
-                    qp_type: o.qp_type,
-                    send_cq: cq[s],
-                    recv_cq: cq[s],
-                    cap: o.cap,
-                    sq_sig_all: false,
-                },
-            )
-            .expect("create_qp");
+        let init = QpInitAttr {
+            qp_type: o.qp_type,
+            send_cq: cq[s],
+            recv_cq: cq[s],
+            cap: o.cap,
+            sq_sig_all: false,
+        };
+        qpn[s] = match qpns {
+            Some(q) => d.create_qp_with_qpn(pd[s], &init, q[s])?,
+            None => d.create_qp(pd[s], &init)?,
+        };
     }
     for s in 0..2 {
         let peer = 1 - s;
-        let peer_gid = pair.dev[peer].gid(0).expect("gid");
+        let peer_gid = pair.dev[peer].gid(0).ok_or(VerbsError::NotFound)?;
         let peer_mac = pair.dev[peer].config().mac;
         let d = &mut pair.dev[s];
         let mut a = QpAttr {
@@ -386,7 +552,7 @@ pub fn connect(pair: &mut Pair, o: &ConnOpts) -> Conn {
             } else {
                 QpAttrMask::ACCESS_FLAGS
             };
-        d.modify_qp(qpn[s], &a, init_mask).expect("INIT");
+        d.modify_qp(qpn[s], &a, init_mask)?;
         a.qp_state = QpState::Rtr;
         a.ah_attr = AddressVector {
             dgid: peer_gid,
@@ -418,7 +584,7 @@ pub fn connect(pair: &mut Pair, o: &ConnOpts) -> Conn {
             }
             QpType::Ud => QpAttrMask::STATE,
         };
-        d.modify_qp(qpn[s], &a, rtr_mask).expect("RTR");
+        d.modify_qp(qpn[s], &a, rtr_mask)?;
         a.qp_state = QpState::Rts;
         a.sq_psn = o.sq_psn[s];
         a.timeout = o.timeout;
@@ -436,7 +602,7 @@ pub fn connect(pair: &mut Pair, o: &ConnOpts) -> Conn {
             }
             _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
         };
-        d.modify_qp(qpn[s], &a, rts_mask).expect("RTS");
+        d.modify_qp(qpn[s], &a, rts_mask)?;
     }
-    Conn { pd, cq, qpn }
+    Ok(Conn { pd, cq, qpn })
 }

@@ -12,7 +12,7 @@ pub mod uc;
 pub mod ud;
 
 use crate::time::Instant;
-use crate::verbs::device::Ctx;
+use crate::verbs::device::{Ctx, TimerKind};
 use crate::verbs::mr::AccessError;
 use crate::verbs::qp::{Qp, SendWqe};
 use crate::verbs::types::{AccessFlags, QpState, QpType, WcStatus};
@@ -31,12 +31,25 @@ pub(crate) fn produce(
             return Some(n);
         }
     }
-    if qp.state != QpState::Rts {
+    // RTS sends; SQD (RC/UC) only finishes what was started before it
+    // (IBTA 1.7 §10.3.1: the message in progress completes, retransmissions
+    // included, and nothing new starts).
+    let draining = qp.state == QpState::Sqd && qp.qp_type != QpType::Ud;
+    if qp.state != QpState::Rts && !draining {
         return None;
     }
     match qp.qp_type {
         QpType::Rc | QpType::Uc => rc::requester::produce(qp, ctx, now, buf),
         QpType::Ud => ud::produce(qp, ctx, buf),
+    }
+}
+
+/// In SQD: raise `SqDrained` once every WQE started before the move to SQD
+/// has completed (IBTA 1.7 §11.6.3, `IBV_EVENT_SQ_DRAINED`).
+pub(crate) fn check_drained(qp: &mut Qp, ctx: &mut Ctx<'_>) {
+    if qp.sqd_event_pending && qp.state == QpState::Sqd && qp.sq.head() >= qp.drain_until {
+        qp.sqd_event_pending = false;
+        ctx.events.push_back(AsyncEvent::SqDrained { qpn: qp.qpn });
     }
 }
 
@@ -106,8 +119,9 @@ pub(crate) fn enter_error(qp: &mut Qp, ctx: &mut Ctx<'_>) {
     }
     qp.req.wqe = qp.sq.head();
     qp.req.offset = 0;
-    qp.comp.ack_deadline = None;
-    qp.comp.rnr_deadline = None;
+    qp.sqd_event_pending = false;
+    ctx.set_timer(qp, TimerKind::Ack, None);
+    ctx.set_timer(qp, TimerKind::Rnr, None);
     qp.resp.drop_read_streams();
     qp.resp.in_msg = None;
     if first_time {
@@ -127,7 +141,8 @@ pub(crate) fn gather(
 ) -> Result<(), AccessError> {
     if let Some(data) = inline {
         let src = data
-            .get(offset as usize..offset as usize + out.len())
+            .get(offset as usize..)
+            .and_then(|d| d.get(..out.len()))
             .ok_or(AccessError::Range)?;
         out.copy_from_slice(src);
         return Ok(());
@@ -144,13 +159,10 @@ pub(crate) fn gather(
             continue;
         }
         let take = ((len - skip) as usize).min(out.len() - done);
-        let (mr, r) = ctx.mrs.local(
-            pd,
-            sge.lkey,
-            sge.addr + skip,
-            take as u64,
-            AccessFlags::empty(),
-        )?;
+        let va = sge.addr.checked_add(skip).ok_or(AccessError::Range)?;
+        let (mr, r) = ctx
+            .mrs
+            .local(pd, sge.lkey, va, take as u64, AccessFlags::empty())?;
         out[done..done + take].copy_from_slice(&mr.buf[r]);
         done += take;
         skip = 0;
@@ -183,13 +195,10 @@ pub(crate) fn scatter(
             continue;
         }
         let take = ((len - skip) as usize).min(data.len() - done);
-        let (mr, r) = ctx.mrs.local(
-            pd,
-            sge.lkey,
-            sge.addr + skip,
-            take as u64,
-            AccessFlags::LOCAL_WRITE,
-        )?;
+        let va = sge.addr.checked_add(skip).ok_or(AccessError::Range)?;
+        let (mr, r) = ctx
+            .mrs
+            .local(pd, sge.lkey, va, take as u64, AccessFlags::LOCAL_WRITE)?;
         mr.buf[r].copy_from_slice(&data[done..done + take]);
         done += take;
         skip = 0;

@@ -9,7 +9,11 @@
 //!   payload the PMTU, else it is dropped without consuming the WQE or touching
 //!   the QP state (`ud_len_err`; CASES R26, CVE-2024-40992). The GRH area holds
 //!   the IPv6 header in bytes 0..40, or for IPv4 zeros in 0..20 and the IPv4
-//!   header in 20..40 (CASES R27); `byte_len` includes the 40 bytes.
+//!   header in 20..40 (CASES R27); `byte_len` includes the 40 bytes. IPv4
+//!   headers with options never get here (the parser drops them), so the
+//!   layout never shifts.
+//! - The PMTU of a UD QP is the port's active MTU (it has no path MTU
+//!   attribute): 1024 on a 1500-byte Ethernet, 4096 on a 9000-byte one.
 
 use crate::transport::av::udp_sport;
 use crate::transport::{gather, recv_wc, scatter, send_wc};
@@ -68,7 +72,10 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
             ext,
         };
         let off = repr.emit_headers(buf, len).ok()?;
-        let inline = w.flags.contains(SendFlags::INLINE).then_some(w.inline.as_slice());
+        let inline = w
+            .flags
+            .contains(SendFlags::INLINE)
+            .then_some(w.inline.as_slice());
         let out = buf.get_mut(off..off + len)?;
         if gather(ctx, qp.pd, w.sges(), inline, 0, out).is_err() {
             crate::transport::fail_head(qp, ctx, WcStatus::LocProtErr);

@@ -10,10 +10,11 @@
 //! 4. [`Device::poll_cq`] and [`Device::poll_event`] for completions and events.
 //!
 //! Idle QPs cost nothing per poll: only QPs with work are on the active list,
-//! and timers sit in a deadline heap with at most one live entry per QP timer.
+//! and timers sit in an ordered set with exactly one entry per armed QP timer
+//! (a cancelled timer is removed at once), so [`Device::poll_timeout`] is exact
+//! and `None` when no timer is armed.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::IpAddr;
 
 use super::cq::Cq;
@@ -25,11 +26,10 @@ use crate::counters::Counters;
 use crate::time::Instant;
 use crate::transport::av::{udp_sport, Gid};
 use crate::transport::psn::Psn;
-use crate::transport::rc::responder::RespState;
 use crate::transport::{rc, uc, ud};
 use crate::wire::{
-    DropCounters, Error as WireError, EthRepr, Ipv4Repr, Ipv6Repr, NetRepr, RocePacket,
-    Transport, UdpChecksum, UdpRepr, ROCEV2_UDP_PORT,
+    DropCounters, Error as WireError, EthRepr, Ipv4Repr, Ipv6Repr, NetRepr, RocePacket, Transport,
+    UdpChecksum, UdpRepr, ROCEV2_UDP_PORT,
 };
 
 /// Static facts about the (single) port.
@@ -77,7 +77,9 @@ pub enum AsyncEvent {
         /// The QP.
         qpn: u32,
     },
-    /// A QP reached SQD with its send queue drained (`IBV_EVENT_SQ_DRAINED`).
+    /// A QP moved from RTS to SQD and every send WQE started before the move
+    /// has completed (`IBV_EVENT_SQ_DRAINED`, IBTA 1.7 §11.6.3). Raised once
+    /// per RTS→SQD move, and not if the QP leaves SQD first.
     SqDrained {
         /// The QP.
         qpn: u32,
@@ -107,7 +109,7 @@ pub(crate) struct Ctx<'a> {
     pub cqs: &'a mut HashMap<u32, Cq>,
     pub counters: &'a mut Counters,
     pub events: &'a mut VecDeque<AsyncEvent>,
-    pub timers: &'a mut BinaryHeap<Reverse<(Instant, u32, TimerKind)>>,
+    pub timers: &'a mut BTreeSet<(Instant, u32, TimerKind)>,
     pub ip_ident: &'a mut u16,
 }
 
@@ -124,9 +126,23 @@ impl Ctx<'_> {
         }
     }
 
-    /// Queue a timer entry (stale entries are skipped when they fire).
-    pub fn arm(&mut self, at: Instant, qpn: u32, kind: TimerKind) {
-        self.timers.push(Reverse((at, qpn, kind)));
+    /// Arm (`Some`), move or cancel (`None`) timer `kind` of `qp`. The QP's
+    /// deadline field and the device's timer set always agree.
+    pub fn set_timer(&mut self, qp: &mut Qp, kind: TimerKind, at: Option<Instant>) {
+        let slot = match kind {
+            TimerKind::Ack => &mut qp.comp.ack_deadline,
+            TimerKind::Rnr => &mut qp.comp.rnr_deadline,
+        };
+        if *slot == at {
+            return;
+        }
+        if let Some(old) = slot.take() {
+            self.timers.remove(&(old, qp.qpn, kind));
+        }
+        if let Some(new) = at {
+            self.timers.insert((new, qp.qpn, kind));
+        }
+        *slot = at;
     }
 
     /// Ethernet + network + UDP headers for a packet of `qp` to its peer (or to
@@ -176,6 +192,22 @@ impl Ctx<'_> {
     }
 }
 
+/// A [`Ctx`] over the device's fields (a macro, so the borrow of `self.qps`
+/// stays separate).
+macro_rules! ctx {
+    ($d:expr) => {
+        Ctx {
+            cfg: &$d.cfg,
+            mrs: &mut $d.mrs,
+            cqs: &mut $d.cqs,
+            counters: &mut $d.counters,
+            events: &mut $d.events,
+            timers: &mut $d.timers,
+            ip_ident: &mut $d.ip_ident,
+        }
+    };
+}
+
 /// A RoCEv2 device (one port).
 #[derive(Debug)]
 pub struct Device {
@@ -189,7 +221,7 @@ pub struct Device {
     next_qpn: u32,
     qps: HashMap<u32, Qp>,
     active: VecDeque<u32>,
-    timers: BinaryHeap<Reverse<(Instant, u32, TimerKind)>>,
+    timers: BTreeSet<(Instant, u32, TimerKind)>,
     events: VecDeque<AsyncEvent>,
     counters: Counters,
     drops: DropCounters,
@@ -211,7 +243,7 @@ impl Device {
             next_qpn: 0x10,
             qps: HashMap::new(),
             active: VecDeque::new(),
-            timers: BinaryHeap::new(),
+            timers: BTreeSet::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
             drops: DropCounters::default(),
@@ -222,6 +254,13 @@ impl Device {
     /// The configuration.
     pub fn config(&self) -> &DeviceConfig {
         &self.cfg
+    }
+    /// Change the responder's ACK coalescing interval (packets; 0 = ACK only
+    /// on AckReq) while traffic flows: the per-QP packet counters carry on,
+    /// and a QP whose counter already reached the new interval ACKs on its
+    /// next packet (CASES R14).
+    pub fn set_ack_coalesce(&mut self, packets: u32) {
+        self.cfg.ack_coalesce = packets;
     }
     /// The active path MTU of the port (from the netdev MTU).
     pub fn active_mtu(&self) -> Mtu {
@@ -399,7 +438,19 @@ impl Device {
     /// Destroy a QP (`ibv_destroy_qp`). Its QPN may be reused; nothing of its
     /// state survives (CASES R22).
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
-        self.qps.remove(&qpn).map(|_| ()).ok_or(VerbsError::NotFound)
+        let mut qp = self.qps.remove(&qpn).ok_or(VerbsError::NotFound)?;
+        self.cancel_timers(&mut qp);
+        if qp.active {
+            self.active.retain(|q| *q != qpn);
+        }
+        Ok(())
+    }
+
+    /// Remove every timer entry of `qp` (RESET, destroy).
+    fn cancel_timers(&mut self, qp: &mut Qp) {
+        let mut ctx = ctx!(self);
+        ctx.set_timer(qp, TimerKind::Ack, None);
+        ctx.set_timer(qp, TimerKind::Rnr, None);
     }
 
     /// The QP.
@@ -409,8 +460,12 @@ impl Device {
 
     /// Change QP attributes and state (`ibv_modify_qp`), following the IBTA
     /// state machine (IBTA 1.7 §10.3.1; ROCEV2-DIGEST §5 table of required
-    /// attributes). Path MTU is clamped to the port's active MTU (rxe does the
-    /// same; CASES R24 a).
+    /// attributes; RESET→ERR is illegal). Errors are typed: an illegal move,
+    /// a missing required or a disallowed extra attribute, or a value out of
+    /// range; the QP is unchanged then. Path MTU is clamped to the port's
+    /// active MTU (rxe does the same; CASES R24 a). RESET discards every queue,
+    /// timer and PSN (CASES R22). RTS→SQD lets the WQEs already started finish
+    /// and raises [`AsyncEvent::SqDrained`] once they have completed.
     pub fn modify_qp(
         &mut self,
         qpn: u32,
@@ -418,7 +473,7 @@ impl Device {
         mask: QpAttrMask,
     ) -> Result<(), VerbsError> {
         let active_mtu = self.active_mtu;
-        let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::NotFound)?;
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NotFound)?;
         let from = qp.state;
         let to = if mask.contains(QpAttrMask::STATE) {
             attr.qp_state
@@ -448,16 +503,26 @@ impl Device {
             return Err(VerbsError::InvalidAttribute("min_rnr_timer"));
         }
         if mask.contains(QpAttrMask::AV)
-            && self.cfg.gids.get(attr.ah_attr.sgid_index as usize).is_none()
+            && self
+                .cfg
+                .gids
+                .get(attr.ah_attr.sgid_index as usize)
+                .is_none()
         {
             return Err(VerbsError::InvalidAttribute("sgid_index"));
         }
 
         if to == QpState::Reset {
+            let Some(mut qp) = self.qps.remove(&qpn) else {
+                return Err(VerbsError::NotFound);
+            };
+            self.cancel_timers(&mut qp);
             qp.reset();
             qp.state = QpState::Reset;
+            self.qps.insert(qpn, qp);
             return Ok(());
         }
+        let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::NotFound)?;
         let a = &mut qp.attr;
         if mask.contains(QpAttrMask::ACCESS_FLAGS) {
             a.qp_access_flags = attr.qp_access_flags;
@@ -502,9 +567,7 @@ impl Device {
         }
         if mask.contains(QpAttrMask::MAX_DEST_RD_ATOMIC) {
             a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-            let epsn = qp.resp.epsn;
-            qp.resp = RespState::new(attr.max_dest_rd_atomic as usize);
-            qp.resp.epsn = epsn;
+            qp.resp.set_resources(attr.max_dest_rd_atomic as usize);
         }
         if mask.contains(QpAttrMask::MIN_RNR_TIMER) {
             a.min_rnr_timer = attr.min_rnr_timer;
@@ -512,18 +575,32 @@ impl Device {
         if mask.contains(QpAttrMask::DEST_QPN) {
             a.dest_qp_num = attr.dest_qp_num & 0x00FF_FFFF;
         }
-        qp.pmtu = qp.attr.path_mtu.bytes() as u32;
+        // UD has no path MTU attribute: its datagrams are limited by the
+        // port's active MTU (rxe uses the port MTU the same way).
+        qp.pmtu = if qp.qp_type == QpType::Ud {
+            active_mtu.bytes() as u32
+        } else {
+            qp.attr.path_mtu.bytes() as u32
+        };
         if mask.intersects(QpAttrMask::AV | QpAttrMask::DEST_QPN) {
             qp.udp_sport = udp_sport(&qp.attr.ah_attr, qp.qpn, qp.attr.dest_qp_num);
         }
         qp.attr.qp_state = to;
         qp.state = to;
+        if to == QpState::Sqd && from == QpState::Rts {
+            // Drain: WQEs already started (the message in progress included)
+            // finish; the event follows their completion.
+            qp.drain_until = qp.req.wqe + u64::from(qp.req.offset > 0);
+            qp.sqd_event_pending = true;
+            let mut ctx = ctx!(self);
+            crate::transport::check_drained(qp, &mut ctx);
+        }
         let wake = to == QpState::Rts;
+        if wake {
+            qp.sqd_event_pending = false;
+        }
         if to == QpState::Err && from != QpState::Err {
             self.error_qp(qpn);
-        }
-        if to == QpState::Sqd {
-            self.events.push_back(AsyncEvent::SqDrained { qpn });
         }
         if wake {
             self.activate(qpn);
@@ -534,15 +611,7 @@ impl Device {
     /// Move a QP to ERR and flush its queues (IBTA 1.7 §10.3.1: every
     /// outstanding WR completes with `WR_FLUSH_ERR`).
     fn error_qp(&mut self, qpn: u32) {
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            mrs: &mut self.mrs,
-            cqs: &mut self.cqs,
-            counters: &mut self.counters,
-            events: &mut self.events,
-            timers: &mut self.timers,
-            ip_ident: &mut self.ip_ident,
-        };
+        let mut ctx = ctx!(self);
         if let Some(qp) = self.qps.get_mut(&qpn) {
             crate::transport::enter_error(qp, &mut ctx);
         }
@@ -637,7 +706,10 @@ impl Device {
             self.counters.rx_opcode_qp_mismatch += 1;
             return;
         }
-        if !matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe) {
+        if !matches!(
+            qp.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        ) {
             self.counters.rx_qp_bad_state += 1;
             return;
         }
@@ -646,21 +718,14 @@ impl Device {
             return;
         }
         self.counters.rcvd_pkts += 1;
-        let mut ctx = Ctx {
-            cfg: &self.cfg,
-            mrs: &mut self.mrs,
-            cqs: &mut self.cqs,
-            counters: &mut self.counters,
-            events: &mut self.events,
-            timers: &mut self.timers,
-            ip_ident: &mut self.ip_ident,
-        };
+        let mut ctx = ctx!(self);
         let wake = match qp.qp_type {
             QpType::Rc if info.is_request => rc::responder::handle_request(qp, &mut ctx, now, &pkt),
             QpType::Rc => rc::completer::handle_response(qp, &mut ctx, now, &pkt),
             QpType::Uc => uc::handle_request(qp, &mut ctx, &pkt),
             QpType::Ud => ud::handle_request(qp, &mut ctx, &pkt),
         };
+        crate::transport::check_drained(qp, &mut ctx);
         if wake {
             self.activate(qpn);
         }
@@ -676,16 +741,10 @@ impl Device {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            let mut ctx = Ctx {
-                cfg: &self.cfg,
-                mrs: &mut self.mrs,
-                cqs: &mut self.cqs,
-                counters: &mut self.counters,
-                events: &mut self.events,
-                timers: &mut self.timers,
-                ip_ident: &mut self.ip_ident,
-            };
-            match crate::transport::produce(qp, &mut ctx, now, buf) {
+            let mut ctx = ctx!(self);
+            let sent = crate::transport::produce(qp, &mut ctx, now, buf);
+            crate::transport::check_drained(qp, &mut ctx);
+            match sent {
                 Some(n) => {
                     self.counters.sent_pkts += 1;
                     self.active.push_back(qpn);
@@ -697,32 +756,35 @@ impl Device {
         None
     }
 
-    /// The earliest deadline at which [`Device::handle_timeout`] has work (it may
-    /// be early: an extra call does nothing).
+    /// The earliest deadline at which [`Device::handle_timeout`] has work, or
+    /// `None` when no timer is armed (an idle device has none).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((t, _, _))| *t)
+        self.timers.first().map(|(t, _, _)| *t)
     }
 
     /// Run the timers due at `now` (ACK timeouts, RNR waits).
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(Reverse((t, qpn, kind))) = self.timers.peek().copied() {
+        while let Some((t, qpn, kind)) = self.timers.first().copied() {
             if t > now {
                 break;
             }
-            self.timers.pop();
+            self.timers.pop_first();
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            let mut ctx = Ctx {
-                cfg: &self.cfg,
-                mrs: &mut self.mrs,
-                cqs: &mut self.cqs,
-                counters: &mut self.counters,
-                events: &mut self.events,
-                timers: &mut self.timers,
-                ip_ident: &mut self.ip_ident,
+            // The entry is gone; clear the QP's matching deadline (the handler
+            // may arm the timer again).
+            let slot = match kind {
+                TimerKind::Ack => &mut qp.comp.ack_deadline,
+                TimerKind::Rnr => &mut qp.comp.rnr_deadline,
             };
-            let wake = rc::completer::on_timer(qp, &mut ctx, now, kind, t);
+            if *slot != Some(t) {
+                continue;
+            }
+            *slot = None;
+            let mut ctx = ctx!(self);
+            let wake = rc::completer::on_timer(qp, &mut ctx, kind);
+            crate::transport::check_drained(qp, &mut ctx);
             if wake {
                 self.activate(qpn);
             }

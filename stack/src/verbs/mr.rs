@@ -58,7 +58,7 @@ impl Mr {
     pub(crate) fn range(&self, va: u64, len: u64) -> Option<Range<usize>> {
         let start = va.checked_sub(self.iova)?;
         let end = start.checked_add(len)?;
-        (end <= self.buf.len() as u64).then(|| start as usize..end as usize)
+        (end <= self.buf.len() as u64).then_some(start as usize..end as usize)
     }
 }
 

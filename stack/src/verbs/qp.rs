@@ -2,7 +2,7 @@
 //! the kernel's `qp_state_table`), send and receive queues. The transport
 //! engines that drive a QP live in `crate::transport`.
 
-use super::types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType};
+use super::types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType, WcStatus};
 use super::wr::{RecvWr, SendFlags, SendWr, Sge, UdDest, WrOpcode, MAX_SGE};
 use crate::time::Instant;
 use crate::transport::av::AddressVector;
@@ -165,12 +165,12 @@ pub fn transition_masks(
     let rc = qp_type == QpType::Rc;
     let qkey_ud = if conn { none } else { M::QKEY };
     match (from, to) {
+        // Every state may go to RESET; every state but RESET may go to ERR.
         (_, Reset) => Some((none, none)),
+        (Reset, Err) => None,
         (_, Err) => Some((none, none)),
         (Reset, Init) => Some((
-            M::PKEY_INDEX
-                | M::PORT
-                | if conn { M::ACCESS_FLAGS } else { M::QKEY },
+            M::PKEY_INDEX | M::PORT | if conn { M::ACCESS_FLAGS } else { M::QKEY },
             none,
         )),
         (Init, Init) => Some((
@@ -179,7 +179,11 @@ pub fn transition_masks(
         )),
         (Init, Rtr) => {
             let req = if rc {
-                M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC
+                M::AV
+                    | M::PATH_MTU
+                    | M::DEST_QPN
+                    | M::RQ_PSN
+                    | M::MAX_DEST_RD_ATOMIC
                     | M::MIN_RNR_TIMER
             } else if conn {
                 M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN
@@ -202,7 +206,9 @@ pub fn transition_masks(
             let opt = M::CUR_STATE
                 | M::RATE_LIMIT
                 | if conn {
-                    M::ALT_PATH | M::ACCESS_FLAGS | M::PATH_MIG_STATE
+                    M::ALT_PATH
+                        | M::ACCESS_FLAGS
+                        | M::PATH_MIG_STATE
                         | if rc { M::MIN_RNR_TIMER } else { none }
                 } else {
                     M::QKEY
@@ -215,7 +221,9 @@ pub fn transition_masks(
                 | M::RATE_LIMIT
                 | qkey_ud
                 | if conn {
-                    M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE
+                    M::ACCESS_FLAGS
+                        | M::ALT_PATH
+                        | M::PATH_MIG_STATE
                         | if rc { M::MIN_RNR_TIMER } else { none }
                 } else {
                     none
@@ -224,18 +232,16 @@ pub fn transition_masks(
         (Rts, Sqd) => Some((none, M::EN_SQD_ASYNC_NOTIFY)),
         (Sqd, Sqd) => Some((
             none,
-            M::AV
-                | M::PKEY_INDEX
-                | M::PORT
-                | M::RATE_LIMIT
+            M::PKEY_INDEX
                 | qkey_ud
                 | if conn {
-                    M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE
+                    M::AV | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE
                 } else {
                     none
                 }
                 | if rc {
-                    M::TIMEOUT
+                    M::PORT
+                        | M::TIMEOUT
                         | M::RETRY_CNT
                         | M::RNR_RETRY
                         | M::MAX_QP_RD_ATOMIC
@@ -278,6 +284,10 @@ pub(crate) struct SendWqe {
     pub started: bool,
     /// Whether the whole WQE has been handed to the wire at least once.
     pub sent: bool,
+    /// A local error found while building its packets (e.g. `LOC_PROT_ERR`
+    /// for a bad lkey): the WQE is not sent further and completes with this
+    /// status once everything before it is acknowledged.
+    pub local_err: Option<WcStatus>,
 }
 
 impl Default for SendWqe {
@@ -301,6 +311,7 @@ impl Default for SendWqe {
             npkts: 0,
             started: false,
             sent: false,
+            local_err: None,
         }
     }
 }
@@ -416,6 +427,11 @@ pub(crate) struct CompState {
     pub ack_deadline: Option<Instant>,
     /// End of the RNR wait.
     pub rnr_deadline: Option<Instant>,
+    /// `psn` when the last go-back-N started: a sequence NAK or implied NAK
+    /// for the same oldest PSN starts no second go-back (the stale packets of
+    /// the first attempt would otherwise each start one); the ACK timer
+    /// still retries.
+    pub retry_from: Option<Psn>,
 }
 
 /// A queue pair.
@@ -440,6 +456,11 @@ pub struct Qp {
     pub(crate) resp: RespState,
     /// Whether the QP is on the device's active list.
     pub(crate) active: bool,
+    /// In SQD: the absolute index of the first send WQE that must wait for
+    /// RTS (WQEs before it, the message in progress included, still finish).
+    pub(crate) drain_until: u64,
+    /// In SQD: the `SqDrained` event is still to be raised.
+    pub(crate) sqd_event_pending: bool,
 }
 
 impl Qp {
@@ -467,6 +488,8 @@ impl Qp {
             comp: CompState::default(),
             resp: RespState::new(1),
             active: false,
+            drain_until: 0,
+            sqd_event_pending: false,
         }
     }
 
@@ -507,6 +530,7 @@ impl Qp {
         self.comp = CompState::default();
         self.resp = RespState::new(1);
         self.attr = QpAttr::default();
+        self.sqd_event_pending = false;
     }
 
     /// Validate and copy a send WR into the send queue.
@@ -519,11 +543,10 @@ impl Qp {
             return Err(VerbsError::TooLarge);
         }
         match (self.qp_type, wr.opcode) {
-            (QpType::Ud, WrOpcode::Send | WrOpcode::SendWithImm) => {
-                if wr.ud.is_none() {
-                    return Err(VerbsError::InvalidAttribute("ud"));
-                }
+            (QpType::Ud, WrOpcode::Send | WrOpcode::SendWithImm) if wr.ud.is_none() => {
+                return Err(VerbsError::InvalidAttribute("ud"));
             }
+            (QpType::Ud, WrOpcode::Send | WrOpcode::SendWithImm) => {}
             (QpType::Ud, _) => return Err(VerbsError::BadOpcode),
             (QpType::Uc, op) if op.is_rd_atomic() || op == WrOpcode::SendWithInv => {
                 return Err(VerbsError::BadOpcode)
@@ -566,6 +589,7 @@ impl Qp {
         slot.ud = wr.ud;
         slot.started = false;
         slot.sent = false;
+        slot.local_err = None;
         slot.npkts = 0;
         self.sq.commit_push();
         Ok(())

@@ -147,9 +147,15 @@ impl Mtu {
     /// The largest IB MTU whose worst-case RoCEv2 packet fits an Ethernet MTU of
     /// `netdev_mtu` bytes (rxe: netdev MTU − 80; 1500 → 1024, 9000 → 4096).
     pub fn for_netdev(netdev_mtu: usize) -> Option<Mtu> {
-        [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512, Mtu::Mtu256]
-            .into_iter()
-            .find(|m| m.bytes() + 80 <= netdev_mtu)
+        [
+            Mtu::Mtu4096,
+            Mtu::Mtu2048,
+            Mtu::Mtu1024,
+            Mtu::Mtu512,
+            Mtu::Mtu256,
+        ]
+        .into_iter()
+        .find(|m| m.bytes() + 80 <= netdev_mtu)
     }
 }
 

@@ -57,7 +57,10 @@ impl WrOpcode {
     }
     /// Atomic.
     pub fn is_atomic(self) -> bool {
-        matches!(self, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd)
+        matches!(
+            self,
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        )
     }
     /// The completion opcode.
     pub fn wc_opcode(self) -> WcOpcode {

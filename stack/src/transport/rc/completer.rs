@@ -1,22 +1,40 @@
 //! RC completer (IBTA 1.7 §9.7.5.1 and §9.9; rxe `rxe_comp.c`): handles ACKs,
 //! NAKs, READ responses and ATOMIC ACKNOWLEDGEs, and the ACK and RNR timers.
 //!
-//! - ACKs are cumulative: an ACK (or any response) for PSN P acknowledges every
-//!   earlier PSN. SEND/WRITE WQEs whose last PSN is covered complete in posting
-//!   order; an ACK that covers an unanswered READ/ATOMIC is an implied NAK and
-//!   causes a retry (`implied_nak_seq_err`).
-//! - Any progress resets `retry_cnt` and `rnr_retry` and re-arms the ACK timer;
-//!   with nothing outstanding the timer stops (CASES R16).
+//! - Only responses for PSNs in `[comp.psn, req.psn)` count: anything older
+//!   is a duplicate or a ghost from before a retry or a QP re-creation
+//!   (`resp_duplicate`, CASES R22), anything newer was never sent
+//!   (`resp_unexpected`).
+//! - ACKs are cumulative: an ACK (or any response or NAK) for PSN P
+//!   acknowledges every earlier PSN. SEND/WRITE WQEs whose last PSN is covered
+//!   complete in posting order (CASES R14); an ACK that covers an unanswered
+//!   READ/ATOMIC is an implied NAK and causes a retry (`implied_nak_seq_err`).
+//! - Any progress resets `retry_cnt` and `rnr_retry` and re-arms the ACK timer
+//!   from now; with nothing outstanding the timer stops, so an idle QP has no
+//!   timer (CASES R16).
 //! - ACK timeout or sequence NAK: if `retry_cnt` is left, decrement it and go
-//!   back N; else complete the head WQE with `RETRY_EXC_ERR` and enter ERR. The
-//!   IBTA's "7 = infinite" applies only to `rnr_retry` (rxe also treats
-//!   `retry_cnt` 7 as infinite; we follow the IBTA and ConnectX).
-//! - RNR NAK: wait the coded RNR time (never the ACK timer), then go back N;
-//!   `rnr_retry` 7 is infinite, 0 fails at once with `RNR_RETRY_EXC_ERR`
-//!   (CASES R15).
-//! - NAK invalid request / remote access / remote operational error: the head
-//!   WQE completes with `REM_INV_REQ_ERR` / `REM_ACCESS_ERR` / `REM_OP_ERR`, and
-//!   the QP enters ERR, flushing the rest (CASES R18).
+//!   back N; else complete the head WQE with `RETRY_EXC_ERR` and enter ERR
+//!   (after `retry_cnt` + 1 timeouts when the peer is gone). The IBTA's
+//!   "7 = infinite" applies only to `rnr_retry` (rxe also treats `retry_cnt`
+//!   7 as infinite; we follow the IBTA and ConnectX).
+//! - A go-back-N started by a response (sequence NAK, implied NAK) is not
+//!   started again for the same oldest PSN: the stale packets of the first
+//!   attempt (e.g. the rest of a READ response stream with a hole) would each
+//!   start one and burn `retry_cnt` (rxe: "don't start another retry sequence,
+//!   unless this is a timeout"). The ACK timer still retries.
+//! - RNR NAK (CASES R15): wait the coded RNR time, never the ACK timer: the
+//!   ACK timer is off during the wait, a sequence NAK or duplicate RNR NAK
+//!   received meanwhile does not start a resend, and the go-back to the
+//!   oldest unacknowledged PSN happens when the RNR timer fires. An ACK during
+//!   the wait completes what it covers; if it covers the NAKed PSN itself the
+//!   wait ends at once. `rnr_retry` 7 is infinite, 0 fails at the first RNR
+//!   NAK with `RNR_RETRY_EXC_ERR`; n fails at the (n + 1)th RNR NAK in a row.
+//!   An RNR NAK does not use up `retry_cnt` (our choice: it restores it, as
+//!   any response from a live peer does).
+//! - NAK invalid request / remote access / remote operational error (or any
+//!   other code): the head WQE completes with `REM_INV_REQ_ERR` /
+//!   `REM_ACCESS_ERR` / `REM_OP_ERR` (rxe's mapping, ROCEV2-DIGEST §5), and
+//!   the QP enters ERR, flushing the rest in posting order (CASES R18).
 
 use crate::time::Instant;
 use crate::transport::psn::Psn;
@@ -41,6 +59,7 @@ enum AckResult {
 /// Complete every WQE whose PSNs are all at or before `p`; `comp.psn` moves past
 /// what was acknowledged.
 fn ack_up_to(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn) -> AckResult {
+    let mut result = AckResult::Done;
     loop {
         let head = qp.sq.head();
         if head >= qp.req.wqe && qp.req.offset == 0 {
@@ -52,7 +71,8 @@ fn ack_up_to(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn) -> AckResult {
             break;
         }
         if w.opcode.is_rd_atomic() {
-            return AckResult::ImpliedNak;
+            result = AckResult::ImpliedNak;
+            break;
         }
         let last = w.last_psn();
         if p.at_or_after(last) && w.sent {
@@ -69,7 +89,12 @@ fn ack_up_to(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn) -> AckResult {
             break;
         }
     }
-    AckResult::Done
+    // Never leave the requester pointing at a completed WQE.
+    if qp.req.wqe < qp.sq.head() {
+        qp.req.wqe = qp.sq.head();
+        qp.req.offset = 0;
+    }
+    result
 }
 
 /// After progress: reset the retry counters and re-arm or stop the ACK timer.
@@ -79,32 +104,42 @@ fn progress(qp: &mut Qp, ctx: &mut Ctx<'_>, now: Instant) {
     rearm(qp, ctx, now);
 }
 
+/// Restart the ACK timer from `now` while PSNs are outstanding; stop it when
+/// none are (CASES R16: a timer is never left running over nothing) and
+/// during an RNR wait (CASES R15: only the RNR timer may trigger the resend).
 fn rearm(qp: &mut Qp, ctx: &mut Ctx<'_>, now: Instant) {
     let outstanding = qp.req.psn != qp.comp.psn;
-    qp.comp.ack_deadline = match (outstanding, ack_timeout(qp.attr.timeout)) {
-        (true, Some(t)) => {
-            let at = now + t;
-            // The queued heap entry (if earlier) re-queues itself when it fires.
-            if qp.comp.ack_deadline.is_none() {
-                ctx.arm(at, qp.qpn, TimerKind::Ack);
-            }
-            Some(at)
-        }
+    let at = match ack_timeout(qp.attr.timeout) {
+        Some(t) if outstanding && qp.comp.rnr_deadline.is_none() => Some(now + t),
         _ => None,
     };
+    ctx.set_timer(qp, TimerKind::Ack, at);
+}
+
+/// A go-back-N triggered by a response (sequence NAK, implied NAK) rather
+/// than by the ACK timer: skipped when one from the same oldest PSN is
+/// already under way (rxe: "if we've started a retry, don't start another
+/// retry sequence, unless this is a timeout").
+fn fast_retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
+    if qp.comp.retry_from == Some(qp.comp.psn) {
+        ctx.counters.resp_duplicate += 1;
+        return false;
+    }
+    retry(qp, ctx)
 }
 
 /// Retry after a timeout, a sequence NAK or an implied NAK.
-fn retry(qp: &mut Qp, ctx: &mut Ctx<'_>, now: Instant) -> bool {
+fn retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
     if qp.comp.retry_cnt == 0 {
         ctx.counters.retry_exceeded_err += 1;
         fail_head(qp, ctx, WcStatus::RetryExcErr);
         return true;
     }
     qp.comp.retry_cnt -= 1;
+    qp.comp.retry_from = Some(qp.comp.psn);
     go_back(qp);
-    qp.comp.ack_deadline = None;
-    rearm(qp, ctx, now);
+    // The requester re-arms the timer when it resends.
+    ctx.set_timer(qp, TimerKind::Ack, None);
     true
 }
 
@@ -121,9 +156,15 @@ pub(crate) fn handle_response(
         return false;
     }
     let p = Psn::new(pkt.bth.psn);
-    // A response must be for a PSN we sent.
+    // A response must be for a PSN we sent ...
     if p.at_or_after(qp.req.psn) {
         ctx.counters.resp_unexpected += 1;
+        return false;
+    }
+    // ... and not yet acknowledged: anything older is a duplicate or a ghost
+    // from before a retry or a QP re-creation (CASES R22), and changes nothing.
+    if p.before(qp.comp.psn) {
+        ctx.counters.resp_duplicate += 1;
         return false;
     }
     let info = pkt.bth.opcode.info();
@@ -134,31 +175,42 @@ pub(crate) fn handle_response(
             };
             match aeth.kind() {
                 AethSyndrome::Ack { .. } => {
-                    if p.before(qp.comp.psn.sub(1)) && qp.comp.psn != qp.req.psn {
-                        // An old ACK: nothing new.
-                        ctx.counters.resp_duplicate += 1;
-                        return false;
-                    }
                     let before = qp.comp.psn;
                     match ack_up_to(qp, ctx, p) {
                         AckResult::Done => {
                             if qp.comp.psn != before {
+                                if qp.comp.rnr_deadline.is_some() {
+                                    // The NAKed PSN was accepted after all (a
+                                    // duplicate copy got through): the wait is
+                                    // moot; resend what follows it now.
+                                    ctx.set_timer(qp, TimerKind::Rnr, None);
+                                    go_back(qp);
+                                }
                                 progress(qp, ctx, now);
                             }
                             true
                         }
                         AckResult::ImpliedNak => {
                             ctx.counters.implied_nak_seq_err += 1;
-                            retry(qp, ctx, now)
+                            fast_retry(qp, ctx)
                         }
                     }
                 }
                 AethSyndrome::RnrNak { timer } => {
                     ctx.counters.rcvd_rnr_err += 1;
+                    if qp.comp.rnr_deadline.is_some() {
+                        // Already waiting (a duplicated NAK): one wait per RNR.
+                        ctx.counters.resp_duplicate += 1;
+                        return false;
+                    }
+                    // The NAK acknowledges every earlier PSN.
                     if let AckResult::ImpliedNak = ack_up_to(qp, ctx, p.sub(1)) {
                         ctx.counters.implied_nak_seq_err += 1;
-                        return retry(qp, ctx, now);
+                        return fast_retry(qp, ctx);
                     }
+                    // A response from a live peer: the transport retry count
+                    // starts afresh; RNR retries have their own count.
+                    qp.comp.retry_cnt = qp.attr.retry_cnt;
                     if qp.comp.rnr_retry == 0 {
                         ctx.counters.rnr_nak_retry_err += 1;
                         fail_head(qp, ctx, WcStatus::RnrRetryExcErr);
@@ -167,23 +219,42 @@ pub(crate) fn handle_response(
                     if qp.comp.rnr_retry != 7 {
                         qp.comp.rnr_retry -= 1;
                     }
-                    qp.comp.retry_cnt = qp.attr.retry_cnt;
-                    qp.comp.ack_deadline = None;
-                    let at = now + rnr_timer(timer);
-                    qp.comp.rnr_deadline = Some(at);
-                    ctx.arm(at, qp.qpn, TimerKind::Rnr);
-                    go_back(qp);
-                    false
+                    // Wait the coded time; the ACK timer stays off meanwhile and
+                    // the go-back happens when the RNR timer fires.
+                    ctx.set_timer(qp, TimerKind::Ack, None);
+                    ctx.set_timer(qp, TimerKind::Rnr, Some(now + rnr_timer(timer)));
+                    true
                 }
                 AethSyndrome::Nak(NakCode::PsnSeqErr) => {
                     ctx.counters.packet_seq_err += 1;
-                    if let AckResult::ImpliedNak = ack_up_to(qp, ctx, p.sub(1)) {
-                        ctx.counters.implied_nak_seq_err += 1;
+                    let before = qp.comp.psn;
+                    let implied = ack_up_to(qp, ctx, p.sub(1));
+                    if qp.comp.rnr_deadline.is_some() {
+                        // The RNR wait already goes back to the oldest
+                        // unacknowledged PSN when it ends; resending now would
+                        // cut the wait short (CASES R15 a).
+                        if qp.comp.psn != before {
+                            qp.comp.retry_cnt = qp.attr.retry_cnt;
+                        }
+                        return true;
                     }
-                    retry(qp, ctx, now)
+                    if let AckResult::ImpliedNak = implied {
+                        ctx.counters.implied_nak_seq_err += 1;
+                    } else if qp.comp.psn != before {
+                        qp.comp.retry_cnt = qp.attr.retry_cnt;
+                        qp.comp.rnr_retry = qp.attr.rnr_retry;
+                    }
+                    fast_retry(qp, ctx)
                 }
                 AethSyndrome::Nak(code) => {
-                    let _ = ack_up_to(qp, ctx, p.sub(1));
+                    if let AckResult::ImpliedNak = ack_up_to(qp, ctx, p.sub(1)) {
+                        // An earlier READ/ATOMIC is unanswered: it is the head
+                        // and must be resolved first (rxe retries it too).
+                        ctx.counters.implied_nak_seq_err += 1;
+                        return fast_retry(qp, ctx);
+                    }
+                    // rxe's mapping (ROCEV2-DIGEST §5): 0x61 → REM_INV_REQ_ERR,
+                    // 0x62 → REM_ACCESS_ERR, 0x63 and anything else → REM_OP_ERR.
                     let status = match code {
                         NakCode::InvalidRequest => {
                             ctx.counters.req_remote_invalid_request += 1;
@@ -193,7 +264,6 @@ pub(crate) fn handle_response(
                             ctx.counters.req_remote_access_errors += 1;
                             WcStatus::RemAccessErr
                         }
-                        NakCode::InvalidRdRequest => WcStatus::RemInvRdReqErr,
                         _ => {
                             ctx.counters.req_remote_operational_error += 1;
                             WcStatus::RemOpErr
@@ -210,10 +280,6 @@ pub(crate) fn handle_response(
         }
         OpKind::ReadResponse => read_response(qp, ctx, now, pkt, p),
         OpKind::AtomicAck => {
-            if p.before(qp.comp.psn) {
-                ctx.counters.resp_duplicate += 1;
-                return false;
-            }
             if let AckResult::ImpliedNak = ack_up_to(qp, ctx, p.sub(1)) {
                 // Only the atomic itself may be unanswered here.
                 let head_is_it = qp
@@ -222,7 +288,7 @@ pub(crate) fn handle_response(
                     .is_some_and(|w| w.started && w.first_psn == p);
                 if !head_is_it {
                     ctx.counters.implied_nak_seq_err += 1;
-                    return retry(qp, ctx, now);
+                    return fast_retry(qp, ctx);
                 }
             }
             let head = qp.sq.head();
@@ -257,6 +323,10 @@ pub(crate) fn handle_response(
             }
             qp.sq.pop();
             qp.comp.psn = p.next();
+            if qp.req.wqe < qp.sq.head() {
+                qp.req.wqe = qp.sq.head();
+                qp.req.offset = 0;
+            }
             progress(qp, ctx, now);
             true
         }
@@ -274,17 +344,13 @@ fn read_response(
     pkt: &RocePacket<'_>,
     p: Psn,
 ) -> bool {
-    if p.before(qp.comp.psn) {
-        ctx.counters.resp_duplicate += 1;
-        return false;
-    }
     // Everything before this PSN is implicitly acknowledged.
     if p != qp.comp.psn {
         if let AckResult::ImpliedNak = ack_up_to(qp, ctx, p.sub(1)) {
             // Responses for a READ went missing (or an earlier READ/ATOMIC is
             // unanswered): resend from the oldest unacknowledged PSN.
             ctx.counters.implied_nak_seq_err += 1;
-            return retry(qp, ctx, now);
+            return fast_retry(qp, ctx);
         }
     }
     let head = qp.sq.head();
@@ -335,40 +401,24 @@ fn read_response(
     true
 }
 
-/// A timer entry queued for `at` has come due. Returns whether the QP should
-/// be polled for transmission.
-pub(crate) fn on_timer(
-    qp: &mut Qp,
-    ctx: &mut Ctx<'_>,
-    now: Instant,
-    kind: TimerKind,
-    at: Instant,
-) -> bool {
-    let _ = at;
+/// Timer `kind` of `qp` has expired at `now` (the device has already removed
+/// it). Returns whether the QP should be polled for transmission.
+pub(crate) fn on_timer(qp: &mut Qp, ctx: &mut Ctx<'_>, kind: TimerKind) -> bool {
     if qp.state == QpState::Err {
         return false;
     }
     match kind {
-        TimerKind::Ack => match qp.comp.ack_deadline {
-            Some(d) if d <= now => {
-                qp.comp.ack_deadline = None;
-                ctx.counters.local_ack_timeout_err += 1;
-                retry(qp, ctx, now)
+        TimerKind::Ack => {
+            if qp.comp.rnr_deadline.is_some() || qp.req.psn == qp.comp.psn {
+                return false;
             }
-            Some(d) => {
-                // Re-armed since this entry was queued: queue the real deadline.
-                ctx.arm(d, qp.qpn, TimerKind::Ack);
-                false
-            }
-            None => false,
-        },
-        TimerKind::Rnr => match qp.comp.rnr_deadline {
-            Some(d) if d <= now => {
-                qp.comp.rnr_deadline = None;
-                go_back(qp);
-                true
-            }
-            _ => false,
-        },
+            ctx.counters.local_ack_timeout_err += 1;
+            retry(qp, ctx)
+        }
+        TimerKind::Rnr => {
+            // The RNR wait is over: resend from the oldest unacknowledged PSN.
+            go_back(qp);
+            true
+        }
     }
 }

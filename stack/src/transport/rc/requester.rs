@@ -12,13 +12,18 @@
 //!   `max_rd_atomic` READ/ATOMICs are in flight, on a FENCE behind an
 //!   outstanding READ/ATOMIC, and during an RNR wait.
 //! - UC WQEs complete as soon as their last packet is handed to the wire.
+//! - A gather error (bad lkey, range or rights: `LOC_PROT_ERR`) sends nothing
+//!   of the faulty WQE; it completes with that status once every WQE before it
+//!   is acknowledged (those still succeed), then the QP enters ERR.
+//! - In SQD the requester finishes the WQEs started before the move (the
+//!   message in progress and any retransmission) and starts nothing new.
 
 use crate::time::Instant;
 use crate::transport::psn::Psn;
 use crate::transport::{ack_timeout, fail_head, gather, send_wc};
 use crate::verbs::device::{Ctx, TimerKind};
 use crate::verbs::qp::Qp;
-use crate::verbs::types::{QpType, WcStatus};
+use crate::verbs::types::{QpState, QpType, WcStatus};
 use crate::verbs::wr::{SendFlags, WrOpcode};
 use crate::wire::ext::{AtomicEthRepr, RethRepr};
 use crate::wire::{BthRepr, ExtHeaders, Opcode, PacketRepr};
@@ -47,12 +52,23 @@ pub(crate) fn produce(
     }
     let rc = qp.qp_type == QpType::Rc;
     let idx = qp.req.wqe;
+    if qp.state == QpState::Sqd && idx >= qp.drain_until {
+        return None;
+    }
     let pmtu = qp.pmtu;
     let offset = qp.req.offset;
-    let (opcode, flags, total) = {
+    let (opcode, flags, total, local_err) = {
         let w = qp.sq.get(idx)?;
-        (w.opcode, w.flags, w.total_len)
+        (w.opcode, w.flags, w.total_len, w.local_err)
     };
+    if let Some(status) = local_err {
+        // A WQE that failed locally: complete it once everything before it
+        // is acknowledged, then the QP enters ERR.
+        if idx == qp.sq.head() && (!rc || qp.req.psn == qp.comp.psn) {
+            fail_head(qp, ctx, status);
+        }
+        return None;
+    }
     if rc && qp.req.psn.diff(qp.comp.psn) >= ctx.cfg.max_unacked_psns as i32 {
         return None;
     }
@@ -159,7 +175,14 @@ pub(crate) fn produce(
         gather(ctx, qp.pd, wqe.sges(), inl, offset, out)
     };
     if gathered.is_err() {
-        fail_head_at(qp, ctx, idx);
+        // Bad lkey, range or rights in the gather list (IBTA C10-?; rxe
+        // `LOC_PROT_ERR`). Nothing of this packet leaves.
+        if let Some(w) = qp.sq.get_mut(idx) {
+            w.local_err = Some(WcStatus::LocProtErr);
+        }
+        if idx == qp.sq.head() && (!rc || qp.req.psn == qp.comp.psn) {
+            fail_head(qp, ctx, WcStatus::LocProtErr);
+        }
         return None;
     }
     let frame_len = repr.finalize(buf, len as usize).ok()?;
@@ -188,9 +211,7 @@ pub(crate) fn produce(
     if rc {
         if qp.comp.ack_deadline.is_none() {
             if let Some(t) = ack_timeout(qp.attr.timeout) {
-                let at = now + t;
-                qp.comp.ack_deadline = Some(at);
-                ctx.arm(at, qp.qpn, TimerKind::Ack);
+                ctx.set_timer(qp, TimerKind::Ack, Some(now + t));
             }
         }
     } else if last {
@@ -204,18 +225,6 @@ pub(crate) fn produce(
         qp.sq.pop();
     }
     Some(frame_len)
-}
-
-/// A local protection error while gathering the WQE at `idx`.
-fn fail_head_at(qp: &mut Qp, ctx: &mut Ctx<'_>, idx: u64) {
-    // Earlier WQEs are still outstanding; complete the faulty one when it
-    // reaches the head. For simplicity (and like rxe) the QP errors now: the
-    // head completes with its own status only if it is the faulty one.
-    if idx == qp.sq.head() {
-        fail_head(qp, ctx, WcStatus::LocProtErr);
-    } else {
-        crate::transport::enter_error(qp, ctx);
-    }
 }
 
 /// Go back N (IBTA 1.7 §9.7.4.1.3): resend from the oldest unacknowledged PSN,

@@ -12,7 +12,10 @@
 //! 2. Opcode sequence: after FIRST/MIDDLE only MIDDLE/LAST of the same kind.
 //! 3. The QP's access flags must allow the operation.
 //! 4. A SEND FIRST/ONLY (or a WRITE with immediate) needs a receive WQE, else an
-//!    RNR NAK with `min_rnr_timer` and no state change.
+//!    RNR NAK with `min_rnr_timer` and no state change. The packets the
+//!    requester sent behind the NAKed one are then dropped silently, as after
+//!    a sequence NAK, until the NAKed PSN comes again (a sequence NAK for them
+//!    would make the requester resend before its RNR wait is over, CASES R15).
 //! 5. Lengths: payload <= PMTU; FIRST/MIDDLE exactly PMTU; LAST 1..=PMTU; a
 //!    WRITE's bytes must add up to its RETH length (<= 2^31); a SEND must fit
 //!    its receive WQE (CASES R10, R24 c).
@@ -21,8 +24,11 @@
 //!
 //! Errors of class A/C send a NAK with the failing PSN (invalid request 0x61,
 //! remote access 0x62, remote operational 0x63), complete the receive WQE in
-//! use with an error, and move the QP to ERR. UC never NAKs: a broken message
-//! is dropped and the receiver resynchronises on the next FIRST/ONLY.
+//! use with an error (a SEND too long for it: `LOC_LEN_ERR`; a receive WQE
+//! whose lkey, range or rights are bad: NAK 0x63 and `LOC_QP_OP_ERR`, as
+//! rxe), and move the QP to ERR, which flushes the other receive WQEs and
+//! drops every later packet (CASES R10). UC never NAKs: a broken message is
+//! dropped and the receiver resynchronises on the next FIRST/ONLY.
 //!
 //! The MSN counts completed inbound messages: last packet of a SEND/WRITE, each
 //! READ request (C9-148), each atomic. ACKs go out for packets with AckReq, for
@@ -135,6 +141,15 @@ impl RespState {
         }
     }
 
+    /// Resize the responder resources (`max_dest_rd_atomic`, rounded up to a
+    /// power of two as rxe does); the saved READ/ATOMIC state is discarded.
+    pub(crate) fn set_resources(&mut self, max_dest_rd_atomic: usize) {
+        let n = max_dest_rd_atomic.max(1).next_power_of_two();
+        self.resources.clear();
+        self.resources.resize(n, Resource::Free);
+        self.res_next = 0;
+    }
+
     pub(crate) fn drop_read_streams(&mut self) {
         self.queue.retain(|i| !matches!(i, RespItem::Read { .. }));
     }
@@ -175,6 +190,7 @@ fn nak(code: NakCode) -> u8 {
 fn fatal(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode, status: WcStatus) -> bool {
     match code {
         NakCode::RemoteAccessErr => ctx.counters.resp_remote_access_error += 1,
+        NakCode::RemoteOpErr => ctx.counters.resp_remote_operational_error += 1,
         _ => ctx.counters.resp_invalid_request += 1,
     }
     if qp.qp_type == QpType::Uc {
@@ -182,7 +198,9 @@ fn fatal(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode, status: WcStat
         return false;
     }
     qp.resp.queue_ack(psn, nak(code));
-    if qp.resp.in_msg == Some(MsgKind::Send) || status == WcStatus::LocLenErr {
+    if qp.resp.in_msg == Some(MsgKind::Send)
+        || matches!(status, WcStatus::LocLenErr | WcStatus::LocQpOpErr)
+    {
         if let Some(r) = qp.rq.get(qp.rq.head()) {
             let wc = recv_wc(qp.qpn, r.wr_id, status);
             ctx.complete(qp.recv_cq, wc);
@@ -272,7 +290,13 @@ pub(crate) fn handle_request(
         (Some(_), _) => false,
     };
     if !seq_ok {
-        return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return fatal(
+            qp,
+            ctx,
+            psn,
+            NakCode::InvalidRequest,
+            WcStatus::RemInvReqErr,
+        );
     }
 
     // 3. QP access rights.
@@ -281,10 +305,24 @@ pub(crate) fn handle_request(
         OpKind::ReadRequest => AccessFlags::REMOTE_READ,
         OpKind::Atomic => AccessFlags::REMOTE_ATOMIC,
         OpKind::Send => AccessFlags::empty(),
-        _ => return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr),
+        _ => {
+            return fatal(
+                qp,
+                ctx,
+                psn,
+                NakCode::InvalidRequest,
+                WcStatus::RemInvReqErr,
+            )
+        }
     };
     if !qp.attr.qp_access_flags.contains(need) {
-        return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+        return fatal(
+            qp,
+            ctx,
+            psn,
+            NakCode::InvalidRequest,
+            WcStatus::RemInvReqErr,
+        );
     }
 
     // 5 (part). Packet length against the PMTU and position.
@@ -297,7 +335,13 @@ pub(crate) fn handle_request(
             Position::Only => plen <= pmtu,
         };
         if !len_ok {
-            return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+            return fatal(
+                qp,
+                ctx,
+                psn,
+                NakCode::InvalidRequest,
+                WcStatus::RemInvReqErr,
+            );
         }
     }
 
@@ -318,7 +362,9 @@ pub(crate) fn handle_request(
                 return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::LocLenErr);
             }
             if scatter(ctx, qp.pd, r.sges(), qp.resp.recv_offset, pkt.payload).is_err() {
-                return fatal(qp, ctx, psn, NakCode::RemoteOpErr, WcStatus::LocProtErr);
+                // Malformed receive WQE (bad lkey, range or rights): class A,
+                // NAK remote operational error, LOC_QP_OP_ERR (rxe).
+                return fatal(qp, ctx, psn, NakCode::RemoteOpErr, WcStatus::LocQpOpErr);
             }
             qp.resp.recv_offset += plen as u64;
             if matches!(pos, Position::Last | Position::Only) {
@@ -348,10 +394,22 @@ pub(crate) fn handle_request(
             }
             if matches!(pos, Position::First | Position::Only) {
                 let Some(reth) = pkt.ext.reth else {
-                    return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                    return fatal(
+                        qp,
+                        ctx,
+                        psn,
+                        NakCode::InvalidRequest,
+                        WcStatus::RemInvReqErr,
+                    );
                 };
                 if reth.dma_len > 1 << 31 {
-                    return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                    return fatal(
+                        qp,
+                        ctx,
+                        psn,
+                        NakCode::InvalidRequest,
+                        WcStatus::RemInvReqErr,
+                    );
                 }
                 if reth.dma_len > 0 {
                     if let Err(e) = ctx.mrs.remote(
@@ -372,7 +430,13 @@ pub(crate) fn handle_request(
             }
             let ends = matches!(pos, Position::Last | Position::Only);
             if plen > qp.resp.write_remaining || (ends && plen != qp.resp.write_remaining) {
-                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                return fatal(
+                    qp,
+                    ctx,
+                    psn,
+                    NakCode::InvalidRequest,
+                    WcStatus::RemInvReqErr,
+                );
             }
             if plen > 0 {
                 match ctx.mrs.remote(
@@ -383,9 +447,7 @@ pub(crate) fn handle_request(
                     AccessFlags::REMOTE_WRITE,
                 ) {
                     Ok((mr, r)) => mr.buf[r].copy_from_slice(pkt.payload),
-                    Err(e) => {
-                        return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr)
-                    }
+                    Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
                 }
             }
             qp.resp.write_va = qp.resp.write_va.wrapping_add(plen as u64);
@@ -411,10 +473,22 @@ pub(crate) fn handle_request(
         }
         OpKind::ReadRequest => {
             let Some(reth) = pkt.ext.reth else {
-                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                return fatal(
+                    qp,
+                    ctx,
+                    psn,
+                    NakCode::InvalidRequest,
+                    WcStatus::RemInvReqErr,
+                );
             };
             if reth.dma_len > 1 << 31 || qp.attr.max_dest_rd_atomic == 0 {
-                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                return fatal(
+                    qp,
+                    ctx,
+                    psn,
+                    NakCode::InvalidRequest,
+                    WcStatus::RemInvReqErr,
+                );
             }
             if reth.dma_len > 0 {
                 if let Err(e) = ctx.mrs.remote(
@@ -452,10 +526,22 @@ pub(crate) fn handle_request(
         }
         OpKind::Atomic => {
             let Some(a) = pkt.ext.atomic_eth else {
-                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                return fatal(
+                    qp,
+                    ctx,
+                    psn,
+                    NakCode::InvalidRequest,
+                    WcStatus::RemInvReqErr,
+                );
             };
             if a.va % 8 != 0 || qp.attr.max_dest_rd_atomic == 0 {
-                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+                return fatal(
+                    qp,
+                    ctx,
+                    psn,
+                    NakCode::InvalidRequest,
+                    WcStatus::RemInvReqErr,
+                );
             }
             let orig = match ctx
                 .mrs
@@ -492,7 +578,15 @@ pub(crate) fn handle_request(
             qp.resp.epsn = psn.next();
             return true;
         }
-        _ => return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::RemInvReqErr),
+        _ => {
+            return fatal(
+                qp,
+                ctx,
+                psn,
+                NakCode::InvalidRequest,
+                WcStatus::RemInvReqErr,
+            )
+        }
     }
     if !reliable {
         return false;
@@ -522,6 +616,10 @@ fn rnr(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
     }
     .to_byte();
     qp.resp.queue_ack(psn, code);
+    // The RNR NAK stands for the gap it opens: the packets the requester
+    // already sent behind it are dropped silently (no sequence NAK) until the
+    // NAKed PSN comes again, so the requester's RNR wait is not cut short.
+    qp.resp.nak_sent = true;
     true
 }
 
@@ -548,8 +646,7 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
                     && last.at_or_after(psn)
                     && rkey == reth.rkey
                     && reth.va >= va
-                    && reth.va.wrapping_add(reth.dma_len as u64)
-                        <= va.wrapping_add(len as u64) =>
+                    && reth.va.wrapping_add(reth.dma_len as u64) <= va.wrapping_add(len as u64) =>
                 {
                     Some(last)
                 }
@@ -642,10 +739,13 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
     if let Some((va, rkey)) = src {
         if payload_len > 0 {
             let out = buf.get_mut(off..off + payload_len as usize)?;
-            match ctx
-                .mrs
-                .remote(qp.pd, rkey, va, payload_len as u64, AccessFlags::REMOTE_READ)
-            {
+            match ctx.mrs.remote(
+                qp.pd,
+                rkey,
+                va,
+                payload_len as u64,
+                AccessFlags::REMOTE_READ,
+            ) {
                 Ok((mr, r)) => out.copy_from_slice(&mr.buf[r]),
                 Err(_) => {
                     // The MR went away mid-stream: stop the stream.

@@ -1,0 +1,265 @@
+//! Helpers shared by the transport scenario tests (CASES.md): polling,
+//! decoding captured frames, and frames for tests that play a peer by hand.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
+use roce_stack::time::Instant;
+use roce_stack::verbs::{
+    AccessFlags, MrKeys, NetworkHdrType, RecvWr, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus,
+    WrOpcode,
+};
+use roce_stack::wire::ext::{AethRepr, RethRepr};
+use roce_stack::wire::{BthRepr, ExtHeaders, NetInfo, Opcode, RocePacket};
+
+/// Every remote right plus LOCAL_WRITE.
+pub fn all_access() -> AccessFlags {
+    AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC
+}
+
+/// `len` bytes of a pattern that differs per `seed`.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u8)
+                .wrapping_mul(31)
+                .wrapping_add(seed)
+                .wrapping_add((i >> 8) as u8)
+        })
+        .collect()
+}
+
+fn blank_wc() -> Wc {
+    Wc {
+        wr_id: 0,
+        status: WcStatus::GeneralErr,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm_data: 0,
+        invalidated_rkey: 0,
+        qp_num: 0,
+        src_qp: 0,
+        wc_flags: WcFlags::empty(),
+        network_hdr_type: NetworkHdrType::None,
+    }
+}
+
+/// Take every completion waiting on `cq` of side `side`.
+pub fn poll_all(p: &mut Pair, side: usize, cq: u32) -> Vec<Wc> {
+    let mut out = Vec::new();
+    let mut buf = [blank_wc(); 16];
+    loop {
+        let n = p.dev[side].poll_cq(cq, &mut buf);
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// `(wr_id, status)` of each completion.
+pub fn ids_status(wcs: &[Wc]) -> Vec<(u64, WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}
+
+/// Completions waiting on side `side`'s CQ.
+pub fn cq_len(p: &Pair, side: usize, cq: u32) -> usize {
+    p.dev[side].cq(cq).map_or(0, |c| c.len())
+}
+
+/// One decoded frame of a capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// When it was put on the wire.
+    pub at: Instant,
+    /// Which test device sent it (by source MAC: 02:00:00:00:00:01 = side 0).
+    pub from: usize,
+    /// BTH opcode.
+    pub opcode: u8,
+    /// BTH PSN.
+    pub psn: u32,
+    /// BTH destination QPN.
+    pub dest_qp: u32,
+    /// BTH AckReq.
+    pub ack_req: bool,
+    /// BTH PadCnt.
+    pub pad: u8,
+    /// Payload bytes (without pad).
+    pub payload: Vec<u8>,
+    /// AETH (syndrome, MSN).
+    pub aeth: Option<(u8, u32)>,
+    /// RETH.
+    pub reth: Option<RethRepr>,
+    /// UDP source port.
+    pub sport: u16,
+    /// IPv4 total length (0 for IPv6).
+    pub ip_total_len: u16,
+    /// The raw frame.
+    pub raw: Vec<u8>,
+}
+
+/// Decode a frame we or the harness built (strict parse: the ICRC must be right).
+pub fn decode(at: Instant, frame: &[u8]) -> Seen {
+    let pkt = RocePacket::parse(frame).expect("every captured frame parses strictly");
+    Seen {
+        at,
+        from: (frame[11] as usize).wrapping_sub(1),
+        opcode: pkt.bth.opcode.0,
+        psn: pkt.bth.psn,
+        dest_qp: pkt.bth.dest_qp,
+        ack_req: pkt.bth.ack_req,
+        pad: pkt.pad,
+        payload: pkt.payload.to_vec(),
+        aeth: pkt.ext.aeth.map(|a| (a.syndrome, a.msn)),
+        reth: pkt.ext.reth,
+        sport: pkt.udp.map_or(0, |u| u.src_port),
+        ip_total_len: match pkt.net {
+            NetInfo::Ipv4(i) => i.total_len,
+            _ => 0,
+        },
+        raw: frame.to_vec(),
+    }
+}
+
+/// Every captured frame, decoded.
+pub fn seen(p: &Pair) -> Vec<Seen> {
+    p.captured().iter().map(|(t, f)| decode(*t, f)).collect()
+}
+
+/// Captured frames sent by side `side`.
+pub fn seen_from(p: &Pair, side: usize) -> Vec<Seen> {
+    seen(p).into_iter().filter(|s| s.from == side).collect()
+}
+
+/// An ACKNOWLEDGE (or NAK) from side `from` to QPN `dest_qp`.
+pub fn ack_frame(p: &Pair, from: usize, dest_qp: u32, psn: u32, syndrome: u8, msn: u32) -> Vec<u8> {
+    let ext = ExtHeaders {
+        aeth: Some(AethRepr { syndrome, msn }),
+        ..ExtHeaders::default()
+    };
+    p.frame(
+        from,
+        BthRepr::new(Opcode::RC_ACKNOWLEDGE, dest_qp, psn),
+        ext,
+        &[],
+    )
+}
+
+/// A request packet from side `from` to QPN `dest_qp` (one argument per
+/// header field a scenario varies).
+#[allow(clippy::too_many_arguments)]
+pub fn req_frame(
+    p: &Pair,
+    from: usize,
+    dest_qp: u32,
+    opcode: Opcode,
+    psn: u32,
+    ack_req: bool,
+    reth: Option<RethRepr>,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut bth = BthRepr::new(opcode, dest_qp, psn);
+    bth.ack_req = ack_req;
+    let ext = ExtHeaders {
+        reth,
+        ..ExtHeaders::default()
+    };
+    p.frame(from, bth, ext, payload)
+}
+
+/// Drop every frame device `side` sends (they are still captured): the test
+/// plays that side's peer role by hand with [`Pair::inject`].
+pub fn mute(p: &mut Pair, side: usize) {
+    p.drop_filter = Some(Box::new(move |from, _, _| from == side));
+}
+
+/// Run until `n` frames from `side` have been captured (or 10 s of virtual
+/// time pass); returns whether they were.
+pub fn run_until_sent(p: &mut Pair, side: usize, n: usize) -> bool {
+    p.run_until(Duration::from_secs(10), |p| {
+        p.captured()
+            .iter()
+            .filter(|(_, f)| f.get(11) == Some(&(side as u8 + 1)))
+            .count()
+            >= n
+    })
+}
+
+/// A connected RC pair with an MR on each side (`len` bytes, IOVA 0, every
+/// right), capturing, with `opts`.
+pub struct Setup {
+    pub p: Pair,
+    pub c: Conn,
+    pub mr: [MrKeys; 2],
+}
+
+pub fn setup(netdev_mtu: usize, opts: &ConnOpts, len: usize) -> Setup {
+    let mut p = Pair::new(netdev_mtu, Faults::default(), 7);
+    let c = connect(&mut p, opts);
+    let mr0 = p.dev[0]
+        .reg_mr(c.pd[0], pattern(len, 1), 0, all_access())
+        .unwrap();
+    let mr1 = p.dev[1]
+        .reg_mr(c.pd[1], vec![0; len], 0, all_access())
+        .unwrap();
+    p.start_capture();
+    Setup {
+        p,
+        c,
+        mr: [mr0, mr1],
+    }
+}
+
+/// Post a signaled WRITE of `len` bytes from side 0's MR at `local` to side 1's
+/// MR at `remote`.
+pub fn post_write(s: &mut Setup, wr_id: u64, local: u64, len: u32, remote: u64) {
+    let sge = [Sge {
+        addr: local,
+        length: len,
+        lkey: s.mr[0].lkey,
+    }];
+    let mut wr = SendWr::new(wr_id, WrOpcode::RdmaWrite, &sge);
+    wr.remote_addr = remote;
+    wr.rkey = s.mr[1].rkey;
+    s.p.dev[0].post_send(s.c.qpn[0], &wr).unwrap();
+}
+
+/// Post a signaled SEND of `len` bytes from side 0's MR at `local`
+/// (zero-length: no SGE).
+pub fn post_send_msg(s: &mut Setup, wr_id: u64, local: u64, len: u32) {
+    let sge = [Sge {
+        addr: local,
+        length: len,
+        lkey: s.mr[0].lkey,
+    }];
+    let list: &[Sge] = if len == 0 { &[] } else { &sge };
+    let wr = SendWr::new(wr_id, WrOpcode::Send, list);
+    s.p.dev[0].post_send(s.c.qpn[0], &wr).unwrap();
+}
+
+/// Post a receive WQE of `len` bytes at `addr` of side `side`'s MR.
+pub fn post_recv(s: &mut Setup, side: usize, wr_id: u64, addr: u64, len: u32) {
+    let sge = [Sge {
+        addr,
+        length: len,
+        lkey: s.mr[side].lkey,
+    }];
+    s.p.dev[side]
+        .post_recv(
+            s.c.qpn[side],
+            &RecvWr {
+                wr_id,
+                sg_list: &sge,
+            },
+        )
+        .unwrap();
+}
+
+/// Local ACK timeout for `code`: 4.096 µs × 2^code (CASES conventions).
+pub fn ack_timeout(code: u32) -> Duration {
+    Duration::from_nanos(4096 << code)
+}
