@@ -4,3 +4,4 @@
 
 pub mod decode;
 pub mod pcap_io;
+pub mod perf;

@@ -1,12 +1,15 @@
 //! The `roce` command-line tool. Argument parsing only; the work is done in the
-//! library (`roce::decode`).
+//! library (`roce::decode`, `roce::perf`).
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use roce::decode::{self, DecodeError, DecodeOptions};
+use roce::perf::{self, PerfConfig, PerfError, PerfOptions};
+use roce_stack::verbs::Mtu;
 
 /// Exit status for usage, I/O and capture-format errors.
 const EXIT_ERROR: u8 = 2;
@@ -24,7 +27,35 @@ enum Command {
     /// Decode a pcap/pcapng capture: one line per frame, JSON Lines, or counts.
     #[command(long_about = DECODE_LONG_ABOUT)]
     Decode(DecodeArgs),
+    /// Measure RC WRITE/READ/SEND/ATOMIC bandwidth or latency between two
+    /// in-process devices (like perftest's ib_*_bw / ib_*_lat).
+    #[command(long_about = PERF_LONG_ABOUT)]
+    Perf(PerfArgs),
 }
+
+const PERF_LONG_ABOUT: &str = "\
+Measure bandwidth (default) or latency (--lat) of RC RDMA WRITE, RDMA READ, SEND \
+or ATOMIC FETCH_AND_ADD, like perftest's ib_write_bw, ib_read_bw, ib_send_bw, \
+ib_atomic_bw and their _lat twins. Both ends run in this process: two RoCEv2 \
+devices (10.0.0.1 client, 10.0.0.2 server) on an in-memory Ethernet, one thread \
+per side, each driving its device with a monotonic clock.
+
+BW: -n iterations per QP (perftest's convention), tx-depth work requests \
+outstanding per QP; BW average = all bytes over first post to last completion, \
+in Gbit/s; BW peak = perftest's best run of consecutive operations; MsgRate in \
+millions of messages per second.
+Latency: post to completion with one operation outstanding, in microseconds \
+(a full round trip; perftest's ib_write_lat/ib_send_lat report half a ping-pong \
+round trip instead).
+
+The data is verified at the end: WRITE/READ compare the target memory with the \
+source pattern, SEND checks every message's length, sequence number and bytes, \
+ATOMIC checks every fetched value and the final counter. Retransmission \
+counters are printed when not zero.
+
+Exit status: 0 verified; 1 the run failed (error completion, QP error, no \
+progress for 5 s) or the data is wrong; 2 bad arguments or an unusable --pcap \
+path.";
 
 const DECODE_LONG_ABOUT: &str = "\
 Decode a pcap or pcapng capture (detected by magic number; link type Ethernet \
@@ -72,6 +103,154 @@ struct DecodeArgs {
     json: bool,
 }
 
+#[derive(Debug, clap::Args)]
+struct PerfArgs {
+    /// Operation: write, read, send or atomic.
+    #[arg(value_parser = perf::parse_op)]
+    op: perf::Op,
+    /// Latency test (one operation outstanding) instead of bandwidth.
+    #[arg(long)]
+    lat: bool,
+    /// Message size in bytes, suffixes K, M, G allowed [default: 65536 for BW,
+    /// 2 for --lat; atomics are always 8].
+    #[arg(short = 's', long, value_parser = perf::parse_size)]
+    size: Option<u64>,
+    /// Iterations per QP [default: 5000 for BW, 1000 for --lat].
+    #[arg(short = 'n', long, conflicts_with = "duration")]
+    iters: Option<u64>,
+    /// Run for this many seconds instead of a number of iterations.
+    #[arg(short = 'D', long, value_parser = perf::parse_seconds)]
+    duration: Option<Duration>,
+    /// Number of QPs; work is spread round-robin.
+    #[arg(short = 'q', long = "qps", default_value_t = 1)]
+    qps: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(short = 'm', long, default_value = "4096", value_parser = perf::parse_mtu)]
+    mtu: Mtu,
+    /// Work requests outstanding per QP (BW tests).
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
+    tx_depth: u32,
+    /// Local ACK timeout code: 4.096 us x 2^CODE, 0..=20, 0 = no timer
+    /// (perftest's -u).
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14)]
+    qp_timeout: u8,
+    /// Drop each frame on the wire with this probability, in [0, 1).
+    #[arg(long, default_value = "0", allow_hyphen_values = true, value_parser = perf::parse_loss)]
+    loss: f64,
+    /// Seed of the loss generator, data patterns and initial PSNs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Record every delivered frame of both directions to this pcap file
+    /// (Ethernet, nanosecond timestamps); slows the run.
+    #[arg(long, value_name = "OUT")]
+    pcap: Option<PathBuf>,
+}
+
+impl PerfArgs {
+    fn options(&self) -> PerfOptions {
+        PerfOptions {
+            op: Some(self.op),
+            lat: self.lat,
+            size: self.size,
+            iters: self.iters,
+            duration: self.duration,
+            qps: Some(self.qps),
+            mtu: Some(self.mtu),
+            tx_depth: Some(self.tx_depth),
+            qp_timeout: Some(self.qp_timeout),
+            loss: Some(self.loss),
+            seed: Some(self.seed),
+            pcap: self.pcap.clone(),
+        }
+    }
+}
+
+/// One line on stderr for `roce perf`; a failing stderr cannot be reported.
+fn perf_error_line(msg: &str) {
+    let _ = writeln!(io::stderr(), "roce perf: {msg}");
+}
+
+fn run_perf(args: &PerfArgs) -> ExitCode {
+    let result = PerfConfig::from_options(&args.options()).and_then(|cfg| {
+        // A one-line progress indicator on stderr, only on a terminal and only
+        // once the run has taken a second.
+        let tty = io::stderr().is_terminal();
+        let limit = cfg.limit;
+        let qps = u64::from(cfg.qps);
+        let mut shown = false;
+        let mut show = |done: u64, elapsed: Duration| {
+            if !tty || elapsed < Duration::from_secs(1) {
+                return;
+            }
+            shown = true;
+            let e = elapsed.as_secs_f64();
+            let what = match limit {
+                perf::Limit::Iters(n) => {
+                    let t = n.saturating_mul(qps);
+                    format!(
+                        "{done}/{t} operations ({}%), {e:.1} s",
+                        done * 100 / t.max(1)
+                    )
+                }
+                perf::Limit::Duration(d) => {
+                    format!("{done} operations, {e:.1} of {:.1} s", d.as_secs_f64())
+                }
+            };
+            let _ = write!(io::stderr(), "\r\x1b[K roce perf {}: {what}", cfg.op);
+        };
+        let report = perf::run(&cfg, Some(&mut show));
+        if shown {
+            let _ = write!(io::stderr(), "\r\x1b[K");
+        }
+        let report = report?;
+        let stdout = io::stdout();
+        let mut out = stdout.lock();
+        report
+            .write_table(&mut out)
+            .and_then(|_| out.flush())
+            .map_err(PerfError::Output)
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(e) => {
+            perf_error_line(&e.to_string());
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Parse the command line. `roce perf` usage errors are one line on stderr
+/// (exit status 2); other subcommands keep clap's own report.
+fn parse_cli() -> Result<Cli, ExitCode> {
+    match Cli::try_parse() {
+        Ok(c) => Ok(c),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let perf = std::env::args_os().nth(1).is_some_and(|a| a == "perf");
+            let informational = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            if !perf || informational {
+                e.exit();
+            }
+            let text = e.to_string();
+            let head = text.split("\nUsage:").next().unwrap_or(&text);
+            let line = head
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            perf_error_line(line.strip_prefix("error: ").unwrap_or(&line));
+            Err(ExitCode::from(EXIT_ERROR))
+        }
+    }
+}
+
 fn run_decode(args: &DecodeArgs) -> Result<(), DecodeError> {
     let opts = DecodeOptions {
         stats: args.stats,
@@ -95,9 +274,13 @@ fn run_decode(args: &DecodeArgs) -> Result<(), DecodeError> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_cli() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     let result = match &cli.command {
         Command::Decode(args) => run_decode(args),
+        Command::Perf(args) => return run_perf(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -72,7 +72,9 @@ pub(crate) fn produce(
     if rc && qp.req.psn.diff(qp.comp.psn) >= ctx.cfg.max_unacked_psns as i32 {
         return None;
     }
-    if offset == 0 && rc {
+    // Only a fenced or READ/ATOMIC WQE needs the in-flight count (a scan of the
+    // outstanding WQEs); plain SEND/WRITE skip it.
+    if offset == 0 && rc && (flags.contains(SendFlags::FENCE) || opcode.is_rd_atomic()) {
         let inflight = rd_atomic_inflight(qp);
         if flags.contains(SendFlags::FENCE) && inflight > 0 {
             return None;

@@ -1,0 +1,153 @@
+//! Bandwidth and latency figures from per-operation timestamps (nanoseconds),
+//! computed as perftest's `print_report_bw` and `print_report_lat` do.
+
+/// Bandwidth figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BwStats {
+    /// Best bandwidth over any run of consecutive operations (perftest's peak),
+    /// Gbit/s (10^9 bit/s).
+    pub peak_gbps: f64,
+    /// All bytes over the time from the first post to the last completion,
+    /// Gbit/s.
+    pub avg_gbps: f64,
+    /// Operations per second over the same time, millions.
+    pub msg_rate_mpps: f64,
+    /// That time, nanoseconds.
+    pub elapsed_ns: u64,
+}
+
+/// Latency figures, microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatStats {
+    /// Smallest sample.
+    pub min_us: f64,
+    /// Largest sample.
+    pub max_us: f64,
+    /// Median (perftest's "typical").
+    pub typical_us: f64,
+    /// Mean.
+    pub avg_us: f64,
+    /// Standard deviation (population).
+    pub stdev_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+}
+
+/// Largest number of points the O(n²) peak search looks at.
+const PEAK_POINTS: usize = 4096;
+
+/// Bandwidth of `ops` operations of `bytes` each; `posted[k]` / `completed[k]`
+/// are the times of the k-th post and the k-th completion (ns).
+pub fn bw(bytes: u64, posted: &[u64], completed: &[u64]) -> BwStats {
+    let n = posted.len().min(completed.len());
+    if n == 0 {
+        return BwStats {
+            peak_gbps: 0.0,
+            avg_gbps: 0.0,
+            msg_rate_mpps: 0.0,
+            elapsed_ns: 0,
+        };
+    }
+    let elapsed = completed[n - 1].saturating_sub(posted[0]).max(1);
+    let bits = bytes as f64 * 8.0;
+    let avg_gbps = bits * n as f64 / elapsed as f64;
+    let msg_rate_mpps = n as f64 * 1e3 / elapsed as f64;
+    // perftest: opt_delta = min over i <= j of (tcompleted[j] - tposted[i]) / (j - i + 1).
+    let step = n.div_ceil(PEAK_POINTS).max(1);
+    let mut best = f64::INFINITY;
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j < n {
+            let d = completed[j].saturating_sub(posted[i]).max(1) as f64 / (j - i + 1) as f64;
+            if d < best {
+                best = d;
+            }
+            j += step;
+        }
+        i += step;
+    }
+    let peak_gbps = if best.is_finite() {
+        (bits / best).max(avg_gbps)
+    } else {
+        avg_gbps
+    };
+    BwStats {
+        peak_gbps,
+        avg_gbps,
+        msg_rate_mpps,
+        elapsed_ns: elapsed,
+    }
+}
+
+/// Latency figures of `samples` (ns); sorts them.
+pub fn lat(samples: &mut [u64]) -> LatStats {
+    samples.sort_unstable();
+    let n = samples.len();
+    if n == 0 {
+        return LatStats {
+            min_us: 0.0,
+            max_us: 0.0,
+            typical_us: 0.0,
+            avg_us: 0.0,
+            stdev_us: 0.0,
+            p99_us: 0.0,
+            p999_us: 0.0,
+        };
+    }
+    let us = |ns: u64| ns as f64 / 1e3;
+    let mean = samples.iter().map(|&s| s as f64).sum::<f64>() / n as f64;
+    let var = samples
+        .iter()
+        .map(|&s| {
+            let d = s as f64 - mean;
+            d * d
+        })
+        .sum::<f64>()
+        / n as f64;
+    // Nearest-rank percentiles: the smallest sample with at least p of them at
+    // or below it.
+    let pct = |p: f64| {
+        let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
+        us(samples[rank - 1])
+    };
+    LatStats {
+        min_us: us(samples[0]),
+        max_us: us(samples[n - 1]),
+        typical_us: us(samples[n / 2]),
+        avg_us: mean / 1e3,
+        stdev_us: var.sqrt() / 1e3,
+        p99_us: pct(0.99),
+        p999_us: pct(0.999),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bw_of_a_steady_stream() {
+        // 10 messages of 1250 bytes (10^4 bits), one per µs, each completing
+        // 1 µs after its post: 10^5 bits in 10 µs = 10 Gbit/s, 1 Mpps.
+        let posted: Vec<u64> = (0..10).map(|i| i * 1000).collect();
+        let completed: Vec<u64> = (1..=10).map(|i| i * 1000).collect();
+        let b = bw(1250, &posted, &completed);
+        assert!((b.avg_gbps - 10.0).abs() < 1e-9, "{b:?}");
+        assert!((b.msg_rate_mpps - 1.0).abs() < 1e-9, "{b:?}");
+        assert!((b.peak_gbps - 10.0).abs() < 1e-9, "{b:?}");
+    }
+
+    #[test]
+    fn lat_percentiles() {
+        let mut s: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
+        let l = lat(&mut s);
+        assert_eq!((l.min_us, l.max_us), (1.0, 1000.0));
+        assert_eq!(l.p99_us, 990.0);
+        assert_eq!(l.p999_us, 999.0);
+        assert_eq!(l.typical_us, 501.0);
+        assert!((l.avg_us - 500.5).abs() < 1e-9);
+    }
+}
