@@ -236,7 +236,7 @@ impl RoceVersion {
     }
 
     fn of(p: &RocePacket<'_>) -> RoceVersion {
-        match p.net {
+        match p.net() {
             NetInfo::Grh(_) => RoceVersion::V1,
             NetInfo::Ipv4(_) | NetInfo::Ipv6(_) => RoceVersion::V2,
         }
@@ -456,8 +456,8 @@ impl Decoder {
                     IcrcStatus::Bad { .. } => self.summary.icrc.bad += 1,
                     IcrcStatus::Truncated => self.summary.icrc.truncated += 1,
                 }
-                self.summary.opcodes[version_index(RoceVersion::of(p))][p.bth.opcode.0 as usize] +=
-                    1;
+                self.summary.opcodes[version_index(RoceVersion::of(p))]
+                    [p.bth().opcode.0 as usize] += 1;
                 Some(st)
             }
             _ => None,
@@ -746,63 +746,63 @@ fn write_text(s: &mut String, number: u64, frame: &Frame<'_>, icrc: Option<IcrcS
 }
 
 fn write_roce_text(s: &mut String, p: &RocePacket<'_>, icrc: IcrcStatus) {
-    let (sport, dport) = match p.udp {
+    let (sport, dport) = match p.udp() {
         Some(u) => (Some(u.src_port), Some(u.dst_port)),
         None => (None, None),
     };
-    write_endpoint(s, p.net.src(), sport);
-    write_endpoint(s, p.net.dst(), dport);
+    write_endpoint(s, p.net().src(), sport);
+    write_endpoint(s, p.net().dst(), dport);
     let st = s.len();
     if RoceVersion::of(p) == RoceVersion::V1 {
         s.push_str("v1:");
     }
-    let _ = write!(s, "{}", p.bth.opcode);
+    let _ = write!(s, "{}", p.bth().opcode);
     pad_to(s, st, OPCODE_W + 2);
     let _ = write!(
         s,
         "0x{:06x}  {:>8}  {}  {:>7}  {:<9}  ",
-        p.bth.dest_qp,
-        p.bth.psn,
-        u8::from(p.bth.ack_req),
+        p.bth().dest_qp,
+        p.bth().psn,
+        u8::from(p.bth().ack_req),
         p.declared_payload_len(),
         icrc.as_str()
     );
     let details = s.len();
-    write_ext_text(s, &p.ext);
+    write_ext_text(s, &p.ext().to_headers());
     let flag = |s: &mut String, f: &str| {
         if s.len() > details {
             s.push(' ');
         }
         s.push_str(f);
     };
-    if p.bth.solicited {
+    if p.bth().solicited {
         flag(s, "SE");
     }
-    if p.bth.migreq {
+    if p.bth().migreq {
         flag(s, "M");
     }
-    if p.pad != 0 {
+    if p.pad() != 0 {
         flag(s, "pad=");
-        let _ = write!(s, "{}", p.pad);
+        let _ = write!(s, "{}", p.pad());
     }
-    if p.bth.fecn {
+    if p.bth().fecn {
         flag(s, "FECN");
     }
-    if p.bth.becn {
+    if p.bth().becn {
         flag(s, "BECN");
     }
-    if p.net.ecn() == 3 {
+    if p.net().ecn() == 3 {
         flag(s, "ecn=CE");
     }
-    if p.bth.tver != 0 {
+    if p.bth().tver != 0 {
         flag(s, "tver=");
-        let _ = write!(s, "{}", p.bth.tver);
+        let _ = write!(s, "{}", p.bth().tver);
     }
-    if p.bth.pkey != 0xFFFF {
+    if p.bth().pkey != 0xFFFF {
         flag(s, "pkey=");
-        let _ = write!(s, "0x{:04x}", p.bth.pkey);
+        let _ = write!(s, "0x{:04x}", p.bth().pkey);
     }
-    if let Some(v) = p.l2.vlan {
+    if let Some(v) = p.l2().vlan {
         flag(s, "vlan=");
         let _ = write!(s, "{} pcp={}", v.vid, v.pcp);
     }
@@ -891,7 +891,7 @@ impl<'s> Obj<'s> {
 fn write_json(s: &mut String, number: u64, frame: &Frame<'_>, icrc: Option<IcrcStatus>) {
     let kind = FrameKind::of(frame);
     let l2 = match frame {
-        Frame::Roce(p) => Some(p.l2),
+        Frame::Roce(p) => Some(p.l2()),
         Frame::BadRoce(l, _)
         | Frame::Pfc(l, _)
         | Frame::Pause(l, _)
@@ -957,9 +957,9 @@ fn write_json(s: &mut String, number: u64, frame: &Frame<'_>, icrc: Option<IcrcS
 
 fn write_roce_json(o: &mut Obj<'_>, p: &RocePacket<'_>, icrc: IcrcStatus) {
     o.num("version", RoceVersion::of(p).number());
-    o.disp("src", p.net.src());
-    o.disp("dst", p.net.dst());
-    match p.udp {
+    o.disp("src", p.net().src());
+    o.disp("dst", p.net().dst());
+    match p.udp() {
         Some(u) => {
             o.num("sport", u.src_port);
             o.num("dport", u.dst_port);
@@ -969,10 +969,10 @@ fn write_roce_json(o: &mut Obj<'_>, p: &RocePacket<'_>, icrc: IcrcStatus) {
             o.null("dport");
         }
     }
-    o.num("dscp", p.net.dscp());
-    o.num("ecn", p.net.ecn());
-    o.num("ttl", p.net.ttl());
-    let b = &p.bth;
+    o.num("dscp", p.net().dscp());
+    o.num("ecn", p.net().ecn());
+    o.num("ttl", p.net().ttl());
+    let b = &p.bth();
     o.num("opcode", b.opcode.0);
     o.str("opcode_name", b.opcode.name());
     o.bool("se", b.solicited);
@@ -985,36 +985,36 @@ fn write_roce_json(o: &mut Obj<'_>, p: &RocePacket<'_>, icrc: IcrcStatus) {
     o.num("dest_qp", b.dest_qp);
     o.bool("ack_req", b.ack_req);
     o.num("psn", b.psn);
-    let e = &p.ext;
-    if let Some(r) = e.rdeth {
+    let e = &p.ext();
+    if let Some(r) = e.rdeth() {
         let mut x = o.obj("rdeth");
         x.num("ee_context", r.ee_context);
         x.end();
     }
-    if let Some(d) = e.deth {
+    if let Some(d) = e.deth() {
         let mut x = o.obj("deth");
         x.num("qkey", d.qkey);
         x.num("src_qp", d.src_qp);
         x.end();
     }
-    if let Some(r) = e.xrceth {
+    if let Some(r) = e.xrceth() {
         let mut x = o.obj("xrceth");
         x.num("xrc_srq", r.xrc_srq);
         x.end();
     }
-    if let Some(r) = e.feth {
+    if let Some(r) = e.feth() {
         let mut x = o.obj("feth");
         x.num("raw", r.raw);
         x.end();
     }
-    if let Some(r) = e.reth {
+    if let Some(r) = e.reth() {
         let mut x = o.obj("reth");
         x.num("va", r.va);
         x.num("rkey", r.rkey);
         x.num("dma_len", r.dma_len);
         x.end();
     }
-    if let Some(r) = e.atomic_eth {
+    if let Some(r) = e.atomic_eth() {
         let mut x = o.obj("atomic_eth");
         x.num("va", r.va);
         x.num("rkey", r.rkey);
@@ -1022,26 +1022,26 @@ fn write_roce_json(o: &mut Obj<'_>, p: &RocePacket<'_>, icrc: IcrcStatus) {
         x.num("compare", r.compare);
         x.end();
     }
-    if let Some(r) = e.aeth {
+    if let Some(r) = e.aeth() {
         let mut x = o.obj("aeth");
         x.num("syndrome", r.syndrome);
         x.num("msn", r.msn);
         x.disp("text", r.kind());
         x.end();
     }
-    if let Some(r) = e.atomic_ack_eth {
+    if let Some(r) = e.atomic_ack_eth() {
         let mut x = o.obj("atomic_ack_eth");
         x.num("orig", r.orig);
         x.end();
     }
-    if let Some(v) = e.immdt {
+    if let Some(v) = e.immdt() {
         o.num("immdt", v);
     }
-    if let Some(v) = e.ieth {
+    if let Some(v) = e.ieth() {
         o.num("ieth", v);
     }
     o.num("payload_len", p.declared_payload_len());
-    match p.icrc {
+    match p.icrc() {
         Some(w) => o.disp("icrc", Hex4(w)),
         None => o.null("icrc"),
     }

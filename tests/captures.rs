@@ -258,7 +258,7 @@ fn manifest_captures_decode_as_listed() {
                     continue;
                 }
                 assert!(
-                    matches!(p.net, NetInfo::Ipv4(_) | NetInfo::Ipv6(_)),
+                    matches!(p.net(), NetInfo::Ipv4(_) | NetInfo::Ipv6(_)),
                     "{f}: frame {}",
                     cf.number
                 );

@@ -102,12 +102,12 @@ fn every_frame_parses_strictly_and_verifies() {
                 ETHERTYPE_IPV4 | ETHERTYPE_IPV6 | ETHERTYPE_ROCEV1 => {
                     let p = RocePacket::parse(f).unwrap_or_else(|e| panic!("{at}: {e}"));
                     assert_eq!(p.icrc_status(), IcrcStatus::Ok, "{at}");
-                    assert!(p.bth.opcode.is_supported(), "{at}");
-                    assert_eq!(p.declared_payload_len(), p.payload.len(), "{at}");
+                    assert!(p.bth().opcode.is_supported(), "{at}");
+                    assert_eq!(p.declared_payload_len(), p.payload().len(), "{at}");
                     let repr = PacketRepr::from_packet(&p);
                     let mut buf = vec![0u8; f.len() + 64];
                     let n = repr
-                        .emit(&mut buf, p.payload)
+                        .emit(&mut buf, p.payload())
                         .unwrap_or_else(|e| panic!("{at}: {e}"));
                     assert_eq!(&buf[..n], &f[..], "{at}: rebuild");
                     assert!(
@@ -203,7 +203,7 @@ fn packets(frames: &[Vec<u8>]) -> Vec<RocePacket<'_>> {
 fn opcodes(name: &str) -> BTreeSet<u8> {
     packets(&pcap_fixtures::frames(name))
         .iter()
-        .map(|p| p.bth.opcode.0)
+        .map(|p| p.bth().opcode.0)
         .collect()
 }
 
@@ -246,7 +246,7 @@ fn ack_fixture_covers_credit_rnr_and_nak_syndromes() {
     let frames = pcap_fixtures::frames("rc_ack");
     let syndromes: BTreeSet<u8> = packets(&frames)
         .iter()
-        .filter_map(|p| p.ext.aeth.map(|a| a.syndrome))
+        .filter_map(|p| p.ext().aeth().map(|a| a.syndrome))
         .collect();
     // AETH syndrome: 0b000ccccc ACK (credit code c), 0b001ttttt RNR NAK (timer t),
     // 0b011nnnnn NAK (IBTA 1.7 §9.7.5.2, Table 44).
@@ -264,16 +264,16 @@ fn every_pad_count_appears_and_segments_are_pmtu_sized() {
     let mut pads = BTreeSet::new();
     for (name, frames) in pcap_fixtures::all_frames() {
         for p in packets(&frames) {
-            pads.insert(p.pad);
+            pads.insert(p.pad());
             // PadCnt makes payload + pad a multiple of 4 (IBTA 1.7 §9.2.3).
-            assert_eq!((p.payload.len() + p.pad as usize) % 4, 0, "{name}");
+            assert_eq!((p.payload().len() + p.pad() as usize) % 4, 0, "{name}");
             // FIRST and MIDDLE packets carry exactly one PMTU (1024 here).
             use roce_stack::wire::Position;
             if matches!(
-                p.bth.opcode.info().position,
+                p.bth().opcode.info().position,
                 Position::First | Position::Middle
             ) {
-                assert_eq!(p.payload.len(), 1024, "{name}: {}", p.bth.opcode.name());
+                assert_eq!(p.payload().len(), 1024, "{name}: {}", p.bth().opcode.name());
             }
         }
     }
@@ -286,8 +286,8 @@ fn network_flavours_are_where_the_names_say() {
         let frames = pcap_fixtures::frames(name);
         let ps = packets(&frames);
         assert!(!ps.is_empty(), "{name}");
-        assert!(ps.iter().all(|p| pred(&p.net)), "{name}");
-        ps.iter().map(|p| p.l2.vlan).collect::<Vec<_>>()
+        assert!(ps.iter().all(|p| pred(&p.net())), "{name}");
+        ps.iter().map(|p| p.l2().vlan).collect::<Vec<_>>()
     };
     all_nets("ipv6", |n| matches!(n, NetInfo::Ipv6(_)));
     all_nets("rocev1", |n| matches!(n, NetInfo::Grh(_)));
@@ -303,7 +303,7 @@ fn network_flavours_are_where_the_names_say() {
     // The IPv6 frames carry a real UDP checksum (the builder's IPv6 default).
     for f in pcap_fixtures::frames("ipv6") {
         let p = RocePacket::parse_with(&f, ParseMode::Strict).unwrap();
-        assert_ne!(p.udp.unwrap().checksum, 0);
+        assert_ne!(p.udp().unwrap().checksum, 0);
     }
 }
 

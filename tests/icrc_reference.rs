@@ -171,7 +171,7 @@ fn check_good_frame(name: &str, frame: &[u8]) {
     );
     let p = RocePacket::parse_with(frame, ParseMode::Lenient)
         .unwrap_or_else(|e| panic!("{name}: {e:?}"));
-    assert_eq!(p.icrc, Some(loc.wire), "{name}: parser's ICRC bytes");
+    assert_eq!(p.icrc(), Some(loc.wire), "{name}: parser's ICRC bytes");
     assert_eq!(
         p.icrc_region(),
         loc.covered,
@@ -337,7 +337,7 @@ fn reference_and_parser_agree_on_every_capture_frame() {
             if reference.to_le_bytes() == loc.wire {
                 ok += 1;
                 let p = strict.unwrap_or_else(|e| panic!("{name}: {e:?}"));
-                assert_eq!(p.icrc, Some(loc.wire), "{name}");
+                assert_eq!(p.icrc(), Some(loc.wire), "{name}");
             } else {
                 bad += 1;
                 assert_eq!(

@@ -357,16 +357,16 @@ proptest! {
         let p = RocePacket::parse(&frame).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
         let pad = (4 - payload.len() % 4) % 4;
 
-        prop_assert_eq!(p.l2.dst, r.eth.dst);
-        prop_assert_eq!(p.l2.src, r.eth.src);
-        prop_assert_eq!(p.l2.vlan, r.eth.vlan);
-        prop_assert_eq!(p.bth, BthRepr { pad_count: pad as u8, ..r.bth });
-        prop_assert_eq!(p.pad as usize, pad);
-        prop_assert_eq!(p.ext, r.ext);
-        prop_assert_eq!(p.payload, &payload[..]);
+        prop_assert_eq!(p.l2().dst, r.eth.dst);
+        prop_assert_eq!(p.l2().src, r.eth.src);
+        prop_assert_eq!(p.l2().vlan, r.eth.vlan);
+        prop_assert_eq!(p.bth(), BthRepr { pad_count: pad as u8, ..r.bth });
+        prop_assert_eq!(p.pad() as usize, pad);
+        prop_assert_eq!(p.ext().to_headers(), r.ext);
+        prop_assert_eq!(p.payload(), &payload[..]);
         prop_assert_eq!(p.declared_payload_len(), payload.len());
         let transport_len = 12 + r.bth.opcode.info().hdr_len as usize + payload.len() + pad + 4;
-        match (p.net, r.net) {
+        match (p.net(), r.net) {
             (NetInfo::Ipv4(i), NetRepr::Ipv4(w)) => {
                 prop_assert_eq!(
                     (i.src, i.dst, i.dscp, i.ecn, i.ttl, i.ident, i.dont_frag),
@@ -387,9 +387,9 @@ proptest! {
             (got, want) => prop_assert!(false, "{:?} from {:?}", got, want),
         }
         match r.net {
-            NetRepr::Grh(_) => prop_assert_eq!(p.udp, None),
+            NetRepr::Grh(_) => prop_assert_eq!(p.udp(), None),
             _ => {
-                let u = p.udp.unwrap();
+                let u = p.udp().unwrap();
                 prop_assert_eq!((u.src_port, u.dst_port), (r.udp.src_port, 4791));
                 prop_assert_eq!(u.len as usize, 8 + transport_len);
                 match (r.udp.checksum, r.net) {
@@ -402,7 +402,7 @@ proptest! {
             }
         }
         // Rebuilding from the parsed fields gives the same bytes.
-        let again = emit(&PacketRepr::from_packet(&p), p.payload);
+        let again = emit(&PacketRepr::from_packet(&p), p.payload());
         prop_assert_eq!(again, frame);
     }
 
@@ -506,10 +506,10 @@ proptest! {
                     let p = res.map_err(|e| {
                         TestCaseError::fail(format!("masked flip at {off} bit {bit}: {e:?}"))
                     })?;
-                    prop_assert_eq!(p.icrc, original.icrc);
-                    prop_assert_eq!(p.bth.psn, original.bth.psn);
-                    prop_assert_eq!(p.payload, original.payload);
-                    prop_assert_eq!(p.ext, original.ext);
+                    prop_assert_eq!(p.icrc(), original.icrc());
+                    prop_assert_eq!(p.bth().psn, original.bth().psn);
+                    prop_assert_eq!(p.payload(), original.payload());
+                    prop_assert_eq!(p.ext(), original.ext());
                 } else {
                     prop_assert!(res.is_err(), "unmasked flip at {} bit {} accepted", off, bit);
                 }
@@ -531,11 +531,11 @@ proptest! {
         let f = &frame[..len];
         prop_assert!(RocePacket::parse(f).is_err());
         if let Ok(q) = RocePacket::parse_with(f, ParseMode::Lenient) {
-            prop_assert_eq!(q.icrc, None);
+            prop_assert_eq!(q.icrc(), None);
             prop_assert_eq!(q.icrc_status(), IcrcStatus::Truncated);
         }
         match classify(f) {
-            Frame::Roce(q) => prop_assert_eq!(q.icrc, None),
+            Frame::Roce(q) => prop_assert_eq!(q.icrc(), None),
             Frame::BadRoce(..) | Frame::Other(_) => {}
             other => prop_assert!(false, "{:?}", other),
         }

@@ -480,8 +480,8 @@ fn r16d_lost_last_ack_gives_exactly_one_retransmit_at_the_timeout() {
             return false;
         };
         if from == 1
-            && pkt.bth.opcode == Opcode::RC_ACKNOWLEDGE
-            && pkt.bth.psn == last_psn
+            && pkt.bth().opcode == Opcode::RC_ACKNOWLEDGE
+            && pkt.bth().psn == last_psn
             && !dropped
         {
             dropped = true;

@@ -95,7 +95,7 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
 
 /// Handle an inbound UD datagram. Never produces a response.
 pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) -> bool {
-    let Some(deth) = pkt.ext.deth else {
+    let Some(deth) = pkt.ext().deth() else {
         return false;
     };
     if deth.qkey != qp.attr.qkey {
@@ -106,14 +106,14 @@ pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_
         ctx.counters.rx_no_rwqe += 1;
         return false;
     };
-    let plen = pkt.payload.len();
+    let plen = pkt.payload().len();
     if plen > qp.pmtu as usize || (GRH_AREA_LEN + plen) as u64 > r.total_len {
         ctx.counters.ud_len_err += 1;
         return false;
     }
     let mut grh = [0u8; GRH_AREA_LEN];
     let region = pkt.icrc_region();
-    let hdr_type = match pkt.net {
+    let hdr_type = match pkt.net() {
         NetInfo::Ipv4(_) => {
             grh[20..40].copy_from_slice(region.get(..20).unwrap_or(&[0; 20]));
             NetworkHdrType::Ipv4
@@ -124,7 +124,7 @@ pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_
         }
     };
     if scatter(ctx, qp.pd, r.sges(), 0, &grh).is_err()
-        || scatter(ctx, qp.pd, r.sges(), GRH_AREA_LEN as u64, pkt.payload).is_err()
+        || scatter(ctx, qp.pd, r.sges(), GRH_AREA_LEN as u64, pkt.payload()).is_err()
     {
         let wc = recv_wc(qp.qpn, r.wr_id, WcStatus::LocProtErr);
         ctx.complete(qp.recv_cq, wc);
@@ -136,7 +136,7 @@ pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_
     wc.src_qp = deth.src_qp;
     wc.wc_flags = WcFlags::GRH;
     wc.network_hdr_type = hdr_type;
-    if let Some(imm) = pkt.ext.immdt {
+    if let Some(imm) = pkt.ext().immdt() {
         wc.imm_data = imm;
         wc.wc_flags |= WcFlags::WITH_IMM;
     }

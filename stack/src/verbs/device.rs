@@ -677,24 +677,24 @@ impl Device {
             }
         };
         // The packet must be addressed to one of our GIDs.
-        let dst = Gid::from_ip(pkt.net.dst());
+        let dst = Gid::from_ip(pkt.net().dst());
         if !self.cfg.gids.contains(&dst) {
             self.counters.rx_addr_mismatch += 1;
             return;
         }
-        let info = pkt.bth.opcode.info();
+        let info = pkt.bth().opcode.info();
         if info.transport == Transport::Cnp {
             self.counters.rx_cnp += 1;
             return;
         }
-        let qpn = pkt.bth.dest_qp;
+        let qpn = pkt.bth().dest_qp;
         let Some(qp) = self.qps.get_mut(&qpn) else {
             self.counters.rx_qp_not_found += 1;
             return;
         };
         // P_Key: low 15 bits equal and one of the two a full member (IBTA §10.9.3;
         // our P_Key table holds the default key 0xFFFF).
-        if pkt.bth.pkey & 0x7FFF != 0x7FFF {
+        if pkt.bth().pkey & 0x7FFF != 0x7FFF {
             self.counters.rx_pkey_mismatch += 1;
             return;
         }
@@ -713,7 +713,7 @@ impl Device {
             self.counters.rx_qp_bad_state += 1;
             return;
         }
-        if qp.qp_type != QpType::Ud && Gid::from_ip(pkt.net.src()) != qp.attr.ah_attr.dgid {
+        if qp.qp_type != QpType::Ud && Gid::from_ip(pkt.net().src()) != qp.attr.ah_attr.dgid {
             self.counters.rx_addr_mismatch += 1;
             return;
         }

@@ -44,6 +44,17 @@ pub struct Bth {
 }
 
 impl Bth {
+    /// An all-zero BTH.
+    pub const ZERO: Bth = Bth {
+        opcode: 0,
+        flags: 0,
+        pkey: U16::ZERO,
+        becn: 0,
+        dqpn: [0; 3],
+        ackreq: 0,
+        psn: [0; 3],
+    };
+
     /// View the first 12 bytes of `buf` as a BTH.
     pub fn ref_from(buf: &[u8]) -> Result<&Bth, Error> {
         Bth::ref_from_prefix(buf)

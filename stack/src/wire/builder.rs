@@ -176,7 +176,7 @@ impl PacketRepr {
     /// The repr that rebuilds `p` byte for byte (with its UDP checksum as a
     /// literal value), given its payload.
     pub fn from_packet(p: &RocePacket<'_>) -> PacketRepr {
-        let net = match p.net {
+        let net = match p.net() {
             NetInfo::Ipv4(i) => NetRepr::Ipv4(Ipv4Repr {
                 src: i.src,
                 dst: i.dst,
@@ -196,21 +196,21 @@ impl PacketRepr {
             }),
             NetInfo::Grh(g) => NetRepr::Grh(g),
         };
-        let udp = p.udp.map_or(UdpRepr::default(), |u| UdpRepr {
+        let udp = p.udp().map_or(UdpRepr::default(), |u| UdpRepr {
             src_port: u.src_port,
             dst_port: u.dst_port,
             checksum: UdpChecksum::Value(u.checksum),
         });
         PacketRepr {
             eth: EthRepr {
-                dst: p.l2.dst,
-                src: p.l2.src,
-                vlan: p.l2.vlan,
+                dst: p.l2().dst,
+                src: p.l2().src,
+                vlan: p.l2().vlan,
             },
             net,
             udp,
-            bth: p.bth,
-            ext: p.ext,
+            bth: p.bth(),
+            ext: p.ext().to_headers(),
         }
     }
 
@@ -371,7 +371,7 @@ impl PacketRepr {
         let buf = buf.get_mut(..frame_len).ok_or(Error::BufferTooSmall)?;
         buf[lay.pad..lay.icrc].fill(0);
         let form = self.net.form();
-        let crc = icrc::compute(form, &buf[lay.l3..lay.icrc])?;
+        let crc = icrc::compute_in_place(form, &mut buf[lay.l3..lay.icrc])?;
         buf[lay.icrc..lay.end].copy_from_slice(&crc.to_le_bytes());
         buf[lay.end..].fill(0);
         if form != IcrcForm::Grh {

@@ -33,5 +33,5 @@ pub fn ext() -> ExtHeaders {
 /// Whether `p` is a CNP (opcode 0x81, or the native-IB code 0x80). Returns the
 /// QPN it is addressed to (the QP whose rate must be cut).
 pub fn cnp_target(p: &RocePacket<'_>) -> Option<u32> {
-    (p.bth.opcode == Opcode::CNP || p.bth.opcode == Opcode::CNP_IB).then_some(p.bth.dest_qp)
+    (p.bth().opcode == Opcode::CNP || p.bth().opcode == Opcode::CNP_IB).then_some(p.bth().dest_qp)
 }

@@ -356,72 +356,8 @@ impl ExtHeaders {
     ///
     /// Errors: [`Error::ExtTruncated`] if `buf` is shorter than the headers.
     pub fn parse(mask: HdrMask, buf: &[u8]) -> Result<(ExtHeaders, usize), Error> {
-        let mut e = ExtHeaders::default();
-        let mut off = 0usize;
-        for h in mask.iter() {
-            let b = buf.get(off..off + h.len()).ok_or(Error::ExtTruncated)?;
-            match h {
-                ExtHeader::Rdeth => {
-                    let v = Rdeth::read_from_bytes(b).map_err(|_| Error::ExtTruncated)?;
-                    e.rdeth = Some(RdethRepr {
-                        rsvd: v.rsvd,
-                        ee_context: u24(v.ee_context),
-                    });
-                }
-                ExtHeader::Deth => {
-                    let v = Deth::read_from_bytes(b).map_err(|_| Error::ExtTruncated)?;
-                    e.deth = Some(DethRepr {
-                        qkey: v.qkey.get(),
-                        rsvd: v.rsvd,
-                        src_qp: u24(v.src_qp),
-                    });
-                }
-                ExtHeader::Xrceth => {
-                    let v = Xrceth::read_from_bytes(b).map_err(|_| Error::ExtTruncated)?;
-                    e.xrceth = Some(XrcethRepr {
-                        rsvd: v.rsvd,
-                        xrc_srq: u24(v.xrc_srq),
-                    });
-                }
-                ExtHeader::Feth => {
-                    let v = Feth::read_from_bytes(b).map_err(|_| Error::ExtTruncated)?;
-                    e.feth = Some(FethRepr { raw: v.raw.get() });
-                }
-                ExtHeader::Reth => {
-                    let v = Reth::read_from_bytes(b).map_err(|_| Error::ExtTruncated)?;
-                    e.reth = Some(RethRepr {
-                        va: v.va.get(),
-                        rkey: v.rkey.get(),
-                        dma_len: v.dma_len.get(),
-                    });
-                }
-                ExtHeader::AtomicEth => {
-                    let v = AtomicEth::read_from_bytes(b).map_err(|_| Error::ExtTruncated)?;
-                    e.atomic_eth = Some(AtomicEthRepr {
-                        va: v.va.get(),
-                        rkey: v.rkey.get(),
-                        swap_add: v.swap_add.get(),
-                        compare: v.compare.get(),
-                    });
-                }
-                ExtHeader::Aeth => {
-                    let v = Aeth::read_from_bytes(b).map_err(|_| Error::ExtTruncated)?;
-                    e.aeth = Some(AethRepr {
-                        syndrome: v.syndrome,
-                        msn: u24(v.msn),
-                    });
-                }
-                ExtHeader::AtomicAckEth => {
-                    let v = AtomicAckEth::read_from_bytes(b).map_err(|_| Error::ExtTruncated)?;
-                    e.atomic_ack_eth = Some(AtomicAckEthRepr { orig: v.orig.get() });
-                }
-                ExtHeader::ImmDt => e.immdt = Some(u32::from_be_bytes(arr::<4>(b)?)),
-                ExtHeader::Ieth => e.ieth = Some(u32::from_be_bytes(arr::<4>(b)?)),
-                ExtHeader::CnpPad => e.cnp_pad = Some(arr::<16>(b)?),
-            }
-            off += h.len();
-        }
-        Ok((e, off))
+        let v = ExtView::new(mask, buf)?;
+        Ok((v.to_headers(), v.bytes().len()))
     }
 
     /// Write the headers of `mask`, in wire order, to the start of `out`; a header
@@ -565,5 +501,142 @@ mod tests {
         assert_eq!(rnr_timer(20), Duration::from_micros(10_240));
         assert_eq!(rnr_timer(25), Duration::from_micros(61_440));
         assert_eq!(rnr_timer(31), Duration::from_micros(491_520));
+    }
+}
+
+/// The extension headers of a parsed packet, decoded on access: the parser
+/// only checks their length, so packets that carry none (most data packets)
+/// and callers that read one header pay nothing for the others.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ExtView<'a> {
+    mask: HdrMask,
+    bytes: &'a [u8],
+}
+
+macro_rules! read_view {
+    ($self:ident, $h:expr, $ty:ty) => {
+        <$ty>::read_from_bytes($self.get($h)?).ok()?
+    };
+}
+
+impl<'a> ExtView<'a> {
+    /// A view of the headers of `mask` at the start of `buf`.
+    ///
+    /// Errors: [`Error::ExtTruncated`] if `buf` is shorter than the headers.
+    pub fn new(mask: HdrMask, buf: &'a [u8]) -> Result<ExtView<'a>, Error> {
+        let bytes = buf.get(..mask.total_len()).ok_or(Error::ExtTruncated)?;
+        Ok(ExtView { mask, bytes })
+    }
+    /// The headers present.
+    pub fn mask(&self) -> HdrMask {
+        self.mask
+    }
+    /// Their bytes, in wire order.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+    fn get(&self, h: ExtHeader) -> Option<&'a [u8]> {
+        let off = self.mask.offset_of(h)?;
+        self.bytes.get(off..off + h.len())
+    }
+    /// RDETH.
+    pub fn rdeth(&self) -> Option<RdethRepr> {
+        let v = read_view!(self, ExtHeader::Rdeth, Rdeth);
+        Some(RdethRepr {
+            rsvd: v.rsvd,
+            ee_context: u24(v.ee_context),
+        })
+    }
+    /// DETH.
+    pub fn deth(&self) -> Option<DethRepr> {
+        let v = read_view!(self, ExtHeader::Deth, Deth);
+        Some(DethRepr {
+            qkey: v.qkey.get(),
+            rsvd: v.rsvd,
+            src_qp: u24(v.src_qp),
+        })
+    }
+    /// XRCETH.
+    pub fn xrceth(&self) -> Option<XrcethRepr> {
+        let v = read_view!(self, ExtHeader::Xrceth, Xrceth);
+        Some(XrcethRepr {
+            rsvd: v.rsvd,
+            xrc_srq: u24(v.xrc_srq),
+        })
+    }
+    /// FETH.
+    pub fn feth(&self) -> Option<FethRepr> {
+        let v = read_view!(self, ExtHeader::Feth, Feth);
+        Some(FethRepr { raw: v.raw.get() })
+    }
+    /// RETH.
+    pub fn reth(&self) -> Option<RethRepr> {
+        let v = read_view!(self, ExtHeader::Reth, Reth);
+        Some(RethRepr {
+            va: v.va.get(),
+            rkey: v.rkey.get(),
+            dma_len: v.dma_len.get(),
+        })
+    }
+    /// AtomicETH.
+    pub fn atomic_eth(&self) -> Option<AtomicEthRepr> {
+        let v = read_view!(self, ExtHeader::AtomicEth, AtomicEth);
+        Some(AtomicEthRepr {
+            va: v.va.get(),
+            rkey: v.rkey.get(),
+            swap_add: v.swap_add.get(),
+            compare: v.compare.get(),
+        })
+    }
+    /// AETH.
+    pub fn aeth(&self) -> Option<AethRepr> {
+        let v = read_view!(self, ExtHeader::Aeth, Aeth);
+        Some(AethRepr {
+            syndrome: v.syndrome,
+            msn: u24(v.msn),
+        })
+    }
+    /// AtomicAckETH.
+    pub fn atomic_ack_eth(&self) -> Option<AtomicAckEthRepr> {
+        let v = read_view!(self, ExtHeader::AtomicAckEth, AtomicAckEth);
+        Some(AtomicAckEthRepr { orig: v.orig.get() })
+    }
+    /// Immediate data, as the big-endian value of its 4 bytes.
+    pub fn immdt(&self) -> Option<u32> {
+        Some(u32::from_be_bytes(
+            arr::<4>(self.get(ExtHeader::ImmDt)?).ok()?,
+        ))
+    }
+    /// IETH: the R_Key to invalidate.
+    pub fn ieth(&self) -> Option<u32> {
+        Some(u32::from_be_bytes(
+            arr::<4>(self.get(ExtHeader::Ieth)?).ok()?,
+        ))
+    }
+    /// The 16 reserved bytes of a CNP.
+    pub fn cnp_pad(&self) -> Option<[u8; 16]> {
+        arr::<16>(self.get(ExtHeader::CnpPad)?).ok()
+    }
+    /// Every header, decoded.
+    pub fn to_headers(&self) -> ExtHeaders {
+        ExtHeaders {
+            rdeth: self.rdeth(),
+            deth: self.deth(),
+            xrceth: self.xrceth(),
+            feth: self.feth(),
+            reth: self.reth(),
+            atomic_eth: self.atomic_eth(),
+            aeth: self.aeth(),
+            atomic_ack_eth: self.atomic_ack_eth(),
+            immdt: self.immdt(),
+            ieth: self.ieth(),
+            cnp_pad: self.cnp_pad(),
+        }
+    }
+}
+
+impl fmt::Debug for ExtView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.to_headers().fmt(f)
     }
 }

@@ -24,7 +24,7 @@ pub mod pfc;
 
 pub use bth::{Bth, BthRepr};
 pub use builder::{EthRepr, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr, UdpChecksum, UdpRepr};
-pub use ext::{AethSyndrome, ExtHeaders, NakCode};
+pub use ext::{AethSyndrome, ExtHeaders, ExtView, NakCode};
 pub use opcode::{ExtHeader, HdrMask, Opcode, OpcodeInfo, Position, Transport};
 pub use packet::{
     classify, Frame, IcrcStatus, L2Info, NetInfo, ParseMode, RocePacket, UdpInfo, VlanTag,

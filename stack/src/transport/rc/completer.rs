@@ -155,7 +155,7 @@ pub(crate) fn handle_response(
         ctx.counters.resp_unexpected += 1;
         return false;
     }
-    let p = Psn::new(pkt.bth.psn);
+    let p = Psn::new(pkt.bth().psn);
     // A response must be for a PSN we sent ...
     if p.at_or_after(qp.req.psn) {
         ctx.counters.resp_unexpected += 1;
@@ -167,10 +167,10 @@ pub(crate) fn handle_response(
         ctx.counters.resp_duplicate += 1;
         return false;
     }
-    let info = pkt.bth.opcode.info();
+    let info = pkt.bth().opcode.info();
     match info.kind {
         OpKind::Ack => {
-            let Some(aeth) = pkt.ext.aeth else {
+            let Some(aeth) = pkt.ext().aeth() else {
                 return false;
             };
             match aeth.kind() {
@@ -296,7 +296,7 @@ pub(crate) fn handle_response(
                 .sq
                 .get(head)
                 .is_some_and(|w| w.opcode.is_atomic() && w.started && w.first_psn == p);
-            let Some(orig) = pkt.ext.atomic_ack_eth.map(|a| a.orig) else {
+            let Some(orig) = pkt.ext().atomic_ack_eth().map(|a| a.orig) else {
                 return false;
             };
             if !ok {
@@ -371,19 +371,19 @@ fn read_response(
     let idx = p.diff(w.first_psn) as u32;
     let offset = idx.saturating_mul(pmtu);
     let expect = w.total_len.saturating_sub(offset).min(pmtu);
-    let pos = pkt.bth.opcode.info().position;
+    let pos = pkt.bth().opcode.info().position;
     let at_last = p == last_psn;
     let pos_ok = match pos {
         Position::Only | Position::Last => at_last,
         Position::First | Position::Middle => !at_last,
     };
-    if !pos_ok || pkt.payload.len() != expect as usize {
+    if !pos_ok || pkt.payload().len() != expect as usize {
         ctx.counters.resp_unexpected += 1;
         return false;
     }
     let sges = w.sges;
     let n = w.num_sge;
-    if scatter(ctx, qp.pd, &sges[..n], offset as u64, pkt.payload).is_err() {
+    if scatter(ctx, qp.pd, &sges[..n], offset as u64, pkt.payload()).is_err() {
         fail_head(qp, ctx, WcStatus::LocProtErr);
         return true;
     }

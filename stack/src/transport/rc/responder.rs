@@ -231,8 +231,8 @@ pub(crate) fn handle_request(
     _now: crate::time::Instant,
     pkt: &RocePacket<'_>,
 ) -> bool {
-    let psn = Psn::new(pkt.bth.psn);
-    let info = pkt.bth.opcode.info();
+    let psn = Psn::new(pkt.bth().psn);
+    let info = pkt.bth().opcode.info();
     let reliable = qp.qp_type == QpType::Rc;
 
     // 1. PSN.
@@ -326,7 +326,7 @@ pub(crate) fn handle_request(
     }
 
     // 5 (part). Packet length against the PMTU and position.
-    let plen = pkt.payload.len() as u32;
+    let plen = pkt.payload().len() as u32;
     let pmtu = qp.pmtu;
     if kind.is_some() {
         let len_ok = match pos {
@@ -345,7 +345,7 @@ pub(crate) fn handle_request(
         }
     }
 
-    let mut ack_wanted = pkt.bth.ack_req;
+    let mut ack_wanted = pkt.bth().ack_req;
     match info.kind {
         OpKind::Send => {
             // 4. A receive WQE.
@@ -361,7 +361,7 @@ pub(crate) fn handle_request(
             if qp.resp.recv_offset + plen as u64 > r.total_len {
                 return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::LocLenErr);
             }
-            if scatter(ctx, qp.pd, r.sges(), qp.resp.recv_offset, pkt.payload).is_err() {
+            if scatter(ctx, qp.pd, r.sges(), qp.resp.recv_offset, pkt.payload()).is_err() {
                 // Malformed receive WQE (bad lkey, range or rights): class A,
                 // NAK remote operational error, LOC_QP_OP_ERR (rxe).
                 return fatal(qp, ctx, psn, NakCode::RemoteOpErr, WcStatus::LocQpOpErr);
@@ -372,11 +372,11 @@ pub(crate) fn handle_request(
                 let mut wc = recv_wc(qp.qpn, r.wr_id, WcStatus::Success);
                 wc.byte_len = qp.resp.recv_offset as u32;
                 wc.src_qp = qp.attr.dest_qp_num;
-                if let Some(imm) = pkt.ext.immdt {
+                if let Some(imm) = pkt.ext().immdt() {
                     wc.imm_data = imm;
                     wc.wc_flags |= WcFlags::WITH_IMM;
                 }
-                if let Some(rkey) = pkt.ext.ieth {
+                if let Some(rkey) = pkt.ext().ieth() {
                     wc.invalidated_rkey = rkey;
                     wc.wc_flags |= WcFlags::WITH_INV;
                 }
@@ -388,12 +388,12 @@ pub(crate) fn handle_request(
             }
         }
         OpKind::Write => {
-            let with_imm = pkt.ext.immdt.is_some();
+            let with_imm = pkt.ext().immdt().is_some();
             if with_imm && qp.rq.len() == 0 {
                 return rnr(qp, ctx, psn);
             }
             if matches!(pos, Position::First | Position::Only) {
-                let Some(reth) = pkt.ext.reth else {
+                let Some(reth) = pkt.ext().reth() else {
                     return fatal(
                         qp,
                         ctx,
@@ -446,7 +446,7 @@ pub(crate) fn handle_request(
                     plen as u64,
                     AccessFlags::REMOTE_WRITE,
                 ) {
-                    Ok((mr, r)) => mr.buf[r].copy_from_slice(pkt.payload),
+                    Ok((mr, r)) => mr.buf[r].copy_from_slice(pkt.payload()),
                     Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
                 }
             }
@@ -461,7 +461,7 @@ pub(crate) fn handle_request(
                         wc.opcode = WcOpcode::RecvRdmaWithImm;
                         wc.byte_len = qp.resp.write_len;
                         wc.src_qp = qp.attr.dest_qp_num;
-                        wc.imm_data = pkt.ext.immdt.unwrap_or(0);
+                        wc.imm_data = pkt.ext().immdt().unwrap_or(0);
                         wc.wc_flags |= WcFlags::WITH_IMM;
                         ctx.complete(qp.recv_cq, wc);
                         qp.rq.pop();
@@ -472,7 +472,7 @@ pub(crate) fn handle_request(
             }
         }
         OpKind::ReadRequest => {
-            let Some(reth) = pkt.ext.reth else {
+            let Some(reth) = pkt.ext().reth() else {
                 return fatal(
                     qp,
                     ctx,
@@ -525,7 +525,7 @@ pub(crate) fn handle_request(
             return true;
         }
         OpKind::Atomic => {
-            let Some(a) = pkt.ext.atomic_eth else {
+            let Some(a) = pkt.ext().atomic_eth() else {
                 return fatal(
                     qp,
                     ctx,
@@ -553,7 +553,7 @@ pub(crate) fn handle_request(
                     b.copy_from_slice(cell);
                     // Host byte order, as rxe and mlx5 in host-endian mode.
                     let cur = u64::from_ne_bytes(b);
-                    let new = if pkt.bth.opcode.0 & 0x1F == Opcode::RC_COMPARE_SWAP.0 {
+                    let new = if pkt.bth().opcode.0 & 0x1F == Opcode::RC_COMPARE_SWAP.0 {
                         if cur == a.compare {
                             a.swap_add
                         } else {
@@ -624,7 +624,7 @@ fn rnr(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
 }
 
 fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> bool {
-    let info = pkt.bth.opcode.info();
+    let info = pkt.bth().opcode.info();
     match info.kind {
         OpKind::Send | OpKind::Write => {
             let e = qp.resp.epsn.sub(1);
@@ -632,7 +632,7 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
             true
         }
         OpKind::ReadRequest => {
-            let Some(reth) = pkt.ext.reth else {
+            let Some(reth) = pkt.ext().reth() else {
                 return false;
             };
             let found = qp.resp.resources.iter().find_map(|r| match *r {
