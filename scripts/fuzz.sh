@@ -155,6 +155,11 @@ for target in os.listdir(corpus):
     print(f"fuzz.sh: corpus/{target}: {len(os.listdir(os.path.join(corpus, target)))} inputs")
 EOF
 
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "fuzz.sh: installing cargo-fuzz"
+    cargo install cargo-fuzz --locked --quiet || { echo "fuzz.sh: cannot install cargo-fuzz" >&2; exit 2; }
+fi
+
 echo "fuzz.sh: building (cargo fuzz build -O)"
 if ! RUSTC_BOOTSTRAP=1 cargo fuzz build -O; then
     echo "fuzz.sh: build failed" >&2
