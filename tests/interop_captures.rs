@@ -1,0 +1,1613 @@
+//! Interop with real RoCEv2 captures: our transport engine replays both
+//! sides of public captures made by Linux rxe (soft-RoCE) and NVIDIA ConnectX
+//! NICs, and must answer, and ask, as they did.
+//!
+//! The captures are read in place from `../shared/captures` (or
+//! `$ROCE_SHARED_DIR/captures`); they are never copied into the repository
+//! (their licences do not allow it; see `../shared/captures/MANIFEST.md`).
+//! The oracle is the capture itself: every value compared comes from the
+//! captured frames (QPNs, PSNs, R_Keys, VAs, payload bytes, MSNs, atomic
+//! original values), never from our own output.
+//!
+//! Each capture is split into request flows: the request packets (IBTA 1.7
+//! §9.2.1 Table 36, `is_request`) from one IP to one destination QPN. For
+//! every flow two replays run:
+//!
+//! (a) Responder. A [`Device`] with the responder side's MAC and IP, the
+//!     flow's QP created under the captured destination QPN, its peer the
+//!     requester's IP/QPN/MAC, `rq_psn` the first request PSN, the path MTU
+//!     the capture's segmentation shows, MRs registered under the captured
+//!     R_Keys and VAs (READ memory preloaded with the captured READ response
+//!     bytes, atomic cells with the first ATOMIC ACKNOWLEDGE's original value
+//!     of each cell) and enough receive WQEs. Every captured request frame of
+//!     the flow is fed to `handle_frame` in capture order, with the capture
+//!     time as `now`; after each, `poll_transmit` is drained. What we send is
+//!     compared with the captured responses: addressing, opcode, QPN, PSN,
+//!     AETH syndrome class and MSN, READ response segmentation, length and
+//!     bytes, ATOMIC original values; then the memory (WRITEs and atomics
+//!     applied to a model of the MR) and the receive completions (UC/UD/RC
+//!     SENDs: length, data, source QPN, Q_Key from the DETH, UD's 40-byte GRH
+//!     area holding the captured IPv4 header in bytes 20..40).
+//!
+//! (b) Requester. A [`Device`] with the requester side's MAC and IP, the QP
+//!     under the requester QPN, `sq_psn` the first request PSN, and the same
+//!     operations posted (same sizes, payload bytes, R_Keys, VAs, atomic
+//!     operands, immediates, UD Q_Key). The capture is then replayed in lock
+//!     step: at each captured request we take one frame from `poll_transmit`
+//!     and compare it field by field (opcode, PSN, QPN, AckReq, SE, PadCnt,
+//!     RETH va/rkey/length, AtomicETH, DETH, ImmDt, payload bytes,
+//!     addressing); at each captured response we hand the captured frame to
+//!     `handle_frame`. At the end nothing else may be waiting to be sent (no
+//!     retransmission), every WQE must have completed once, in order, with
+//!     SUCCESS, READ data and atomic results must be those captured, and the
+//!     QP must be idle (no timer) and not in ERR.
+//!
+//! Two more replays use the real frames as a lossy network would repeat them:
+//!
+//! (c) Duplicate requests (RC). After (a), every captured request of the flow
+//!     is fed again: nothing may execute twice (memory and receive queue
+//!     unchanged), SEND/WRITE packets are ACKed again with ePSN − 1, READs
+//!     are answered again from the responder resources with exactly the
+//!     captured PSNs and bytes, and atomics return the captured original
+//!     values without touching the cells (IBTA 1.7 §9.7.4.1.4).
+//! (d) Duplicate responses. (b) again, with every captured response handed
+//!     over twice in a row: the copies are counted as `resp_duplicate` and
+//!     change nothing (each WQE still completes exactly once).
+//!
+//! Where rxe and ConnectX differ, and which we follow:
+//! - AETH credits: rxe sends 0x1F ("invalid"), ConnectX real credit counts
+//!   (1..4 in ib_send_bw, 0 in the WRITE-only flows of rdma1). We send 0x1F
+//!   like rxe and compare only the syndrome class (ACK / RNR NAK / NAK code)
+//!   and the MSN. As a requester we ignore the credit field (ConnectX's
+//!   credit 0 does not stall us; rxe ignores it too).
+//! - BTH MigReq: rxe sends 0, ConnectX 1 (APM "migrated"). We send 0, as rxe;
+//!   the bit is compared against 0 and otherwise ignored.
+//! - AckReq: both set it on the last packet of every RC message and on every
+//!   READ and atomic request; so do we, and every captured AckReq bit is
+//!   compared (none of these messages is long enough for rxe's extra AckReq
+//!   every 64 packets to show).
+//! - ACK coalescing: we drain `poll_transmit` after every request, so we ACK
+//!   every packet that has AckReq. A NIC may ACK fewer (a later cumulative
+//!   ACK covers the earlier PSNs). Our ACK set must contain every captured
+//!   ACK whose PSN had AckReq (with the same MSN); an extra ACK of ours is
+//!   accepted only for an AckReq'd PSN that a later captured ACK covers; and
+//!   the last acknowledged PSN and MSN must agree. (In these captures both
+//!   NICs ACKed every AckReq'd packet, so the sets are equal.)
+//! - UDP source port: for RC and UC, rxe and ConnectX both use the kernel's
+//!   `rdma_flow_label_to_udp_sport(rdma_calc_flow_label(lqpn, rqpn))`, the
+//!   same port in both directions; so do we, and it is compared. For UD, rxe
+//!   sends from the port it chose at QP creation, `0xC000 + hash_32(qpn, 14)`
+//!   (ROCEV2-DIGEST §1; checked here against the capture: 55194 for QPN
+//!   0x23, 65320 for 0x22), while we derive it from the address vector like
+//!   a connected QP (flow label of the QPN pair). The source port is the
+//!   sender's choice (it only spreads flows over ECMP paths); ours is only
+//!   required to be in 0xC000..=0xFFFF.
+//! - IP header fields besides the addresses (TTL, identification, DSCP/ECN)
+//!   are not compared.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use roce_stack::time::Instant;
+use roce_stack::transport::av::{AddressVector, Gid};
+use roce_stack::verbs::{
+    AccessFlags, Device, DeviceConfig, Mtu, NetworkHdrType, QpAttr, QpAttrMask, QpCap, QpInitAttr,
+    QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode, WcStatus,
+    WrOpcode,
+};
+use roce_stack::wire::ext::{AtomicEthRepr, DethRepr, RethRepr};
+use roce_stack::wire::opcode::OpKind;
+use roce_stack::wire::{
+    AethSyndrome, BthRepr, ExtHeaders, NetInfo, Opcode, Position, RocePacket, Transport,
+};
+
+/// RoCEv2 UDP destination port (IANA; RoCEv2 Annex A17.2).
+const ROCEV2_PORT: u16 = 4791;
+/// The AETH syndrome we send in every ACK: ACK, credit code 31 ("invalid"),
+/// as rxe (IBTA 1.7 §9.7.5.2, Table 44).
+const ACK_NO_CREDIT: u8 = 0x1F;
+/// Length of the GRH area at the start of a UD receive buffer (ROCEV2-DIGEST
+/// §5, `union rdma_network_hdr`: over IPv4 the IPv4 header fills its last 20
+/// bytes).
+const GRH_AREA: usize = 40;
+
+// ---------------------------------------------------------------------------
+// Reading the captures.
+
+/// One decoded RoCE frame of a capture (or one we sent).
+#[derive(Debug, Clone)]
+struct Pkt {
+    /// Frame number in the capture (1-based), 0 for frames we sent.
+    number: u64,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    dport: u16,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: Vec<u8>,
+    pad: u8,
+    /// The IPv4 header bytes (for the UD GRH area), empty for IPv6.
+    ipv4_header: Vec<u8>,
+}
+
+impl Pkt {
+    /// Strict parse (the ICRC must verify: every frame of the captures used
+    /// here is `ok` in MANIFEST.md, and ours must be too).
+    fn parse(number: u64, raw: &[u8]) -> Option<Pkt> {
+        let p = RocePacket::parse(raw).ok()?;
+        let udp = p.udp()?;
+        let ipv4_header = match p.net() {
+            NetInfo::Ipv4(_) => p.icrc_region().get(..20).unwrap_or(&[]).to_vec(),
+            _ => Vec::new(),
+        };
+        Some(Pkt {
+            number,
+            src_mac: p.l2().src,
+            dst_mac: p.l2().dst,
+            src: p.net().src(),
+            dst: p.net().dst(),
+            sport: udp.src_port,
+            dport: udp.dst_port,
+            bth: p.bth(),
+            ext: p.ext().to_headers(),
+            payload: p.payload().to_vec(),
+            pad: p.pad(),
+            ipv4_header,
+        })
+    }
+    fn is_request(&self) -> bool {
+        self.bth.opcode.info().is_request
+    }
+    fn kind(&self) -> OpKind {
+        self.bth.opcode.info().kind
+    }
+    fn position(&self) -> Position {
+        self.bth.opcode.info().position
+    }
+    fn name(&self) -> &'static str {
+        self.bth.opcode.name()
+    }
+}
+
+/// A capture: every frame with its time (relative to the first frame), and
+/// the RoCEv2 frames decoded.
+struct Capture {
+    name: String,
+    /// (time, bytes) of every frame, in file order.
+    frames: Vec<(Instant, Vec<u8>)>,
+    /// Decoded RoCEv2 frames: index into `frames`, packet.
+    roce: Vec<(usize, Pkt)>,
+}
+
+fn load(name: &str) -> Capture {
+    let path = common::shared_dir()
+        .join("captures")
+        .join(format!("{name}.pcap"));
+    let data = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("read {} (../shared/captures): {e}", path.display()));
+    let mut reader = pcap_file::pcap::PcapReader::new(&data[..]).expect("pcap header");
+    let mut frames = Vec::new();
+    let mut t0 = None;
+    while let Some(p) = reader.next_packet() {
+        let p = p.expect("pcap record");
+        let t0 = *t0.get_or_insert(p.timestamp);
+        let rel = p.timestamp.saturating_sub(t0);
+        frames.push((
+            Instant::from_nanos(rel.as_nanos() as u64),
+            p.data.into_owned(),
+        ));
+    }
+    let roce = frames
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, raw))| Pkt::parse(i as u64 + 1, raw).map(|p| (i, p)))
+        .collect();
+    Capture {
+        name: name.to_string(),
+        frames,
+        roce,
+    }
+}
+
+/// Position of `psn` after `base` in PSN space (the captures never span 2^23).
+fn rel(psn: u32, base: u32) -> u32 {
+    psn.wrapping_sub(base) & 0x00FF_FFFF
+}
+
+// ---------------------------------------------------------------------------
+// Flows and messages.
+
+/// One direction of one connection: the requests from `req_ip` to QPN
+/// `resp_qpn` at `resp_ip`, and the responses coming back.
+#[derive(Debug, Clone)]
+struct Flow {
+    qp_type: QpType,
+    req_ip: IpAddr,
+    req_mac: [u8; 6],
+    resp_ip: IpAddr,
+    resp_mac: [u8; 6],
+    /// The responder QPN (BTH destination QPN of the requests).
+    resp_qpn: u32,
+    /// The requester QPN: the destination QPN of the responses (RC), of the
+    /// requests going the other way (UC), or the DETH source QPN (UD).
+    req_qpn: u32,
+    first_psn: u32,
+    /// First request PSN of the opposite flow, if there is one.
+    reverse_first_psn: Option<u32>,
+    /// Path MTU, bytes.
+    pmtu: u32,
+    /// Request packets: (frame index, packet).
+    requests: Vec<(usize, Pkt)>,
+    /// Response packets: (frame index, packet).
+    responses: Vec<(usize, Pkt)>,
+}
+
+fn qp_type_of(p: &Pkt) -> Option<QpType> {
+    match p.bth.opcode.info().transport {
+        Transport::Rc => Some(QpType::Rc),
+        Transport::Uc => Some(QpType::Uc),
+        Transport::Ud => Some(QpType::Ud),
+        _ => None,
+    }
+}
+
+fn flows(cap: &Capture) -> Vec<Flow> {
+    // Requests grouped by (source IP, destination IP, destination QPN), in
+    // order of first appearance.
+    let mut order: Vec<(IpAddr, IpAddr, u32)> = Vec::new();
+    let mut reqs: HashMap<(IpAddr, IpAddr, u32), Vec<(usize, Pkt)>> = HashMap::new();
+    for (i, p) in &cap.roce {
+        if !p.is_request() || qp_type_of(p).is_none() {
+            continue;
+        }
+        let key = (p.src, p.dst, p.bth.dest_qp);
+        if !reqs.contains_key(&key) {
+            order.push(key);
+        }
+        reqs.entry(key).or_default().push((*i, p.clone()));
+    }
+    let mut out = Vec::new();
+    for key in &order {
+        let (req_ip, resp_ip, resp_qpn) = *key;
+        let requests = reqs[key].clone();
+        let first = &requests[0].1;
+        let qp_type = qp_type_of(first).expect("transport");
+        // Responses: RC response opcodes from the responder IP to the
+        // requester IP (the requester QPN is their destination QPN).
+        let responses: Vec<(usize, Pkt)> = if qp_type == QpType::Rc {
+            cap.roce
+                .iter()
+                .filter(|(_, p)| {
+                    !p.is_request()
+                        && qp_type_of(p) == Some(QpType::Rc)
+                        && p.src == resp_ip
+                        && p.dst == req_ip
+                })
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let reverse = order
+            .iter()
+            .find(|(s, d, _)| *s == resp_ip && *d == req_ip)
+            .map(|k| &reqs[k]);
+        let req_qpn = match qp_type {
+            QpType::Rc => responses
+                .first()
+                .map(|(_, p)| p.bth.dest_qp)
+                .or_else(|| reverse.map(|r| r[0].1.bth.dest_qp))
+                .expect("RC flow: no response or reverse flow names the requester QPN"),
+            QpType::Uc => reverse
+                .map(|r| r[0].1.bth.dest_qp)
+                .expect("UC flow: no reverse flow names the requester QPN"),
+            QpType::Ud => first.ext.deth.expect("UD request without DETH").src_qp,
+        };
+        // Only the responses addressed to the requester QPN belong here.
+        let responses = responses
+            .into_iter()
+            .filter(|(_, p)| p.bth.dest_qp == req_qpn)
+            .collect();
+        let reverse_first_psn = reverse.map(|r| r[0].1.bth.psn);
+        let mut flow = Flow {
+            qp_type,
+            req_ip,
+            req_mac: first.src_mac,
+            resp_ip,
+            resp_mac: first.dst_mac,
+            resp_qpn,
+            req_qpn,
+            first_psn: first.bth.psn,
+            reverse_first_psn,
+            pmtu: 0,
+            requests,
+            responses,
+        };
+        flow.pmtu = pmtu_of(&flow);
+        out.push(flow);
+    }
+    out
+}
+
+/// The path MTU the capture's segmentation shows: the payload of any FIRST or
+/// MIDDLE packet (requests or READ responses) is exactly one PMTU (IBTA 1.7
+/// §9.7.3.1). When no message was segmented the capture only bounds it from
+/// below; we then use 1024, the active MTU of the 1500-byte Ethernets these
+/// captures ran on (rxe: netdev MTU − 80 rounded down to an IB MTU), or the
+/// smallest IB MTU that holds the largest payload if that is more.
+fn pmtu_of(flow: &Flow) -> u32 {
+    let all = flow.requests.iter().chain(&flow.responses);
+    let mut seg = BTreeSet::new();
+    let mut max_payload = 0;
+    for (_, p) in all {
+        max_payload = max_payload.max(p.payload.len());
+        if matches!(p.position(), Position::First | Position::Middle) {
+            seg.insert(p.payload.len());
+        }
+    }
+    assert!(seg.len() <= 1, "{flow:?}: several segment sizes {seg:?}");
+    let pmtu = match seg.first() {
+        Some(&n) => n,
+        None => [1024usize, 2048, 4096]
+            .into_iter()
+            .find(|m| *m >= max_payload)
+            .expect("payload larger than 4096"),
+    };
+    assert!(
+        Mtu::from_bytes(pmtu).is_some(),
+        "PMTU {pmtu} is not an IB MTU"
+    );
+    pmtu as u32
+}
+
+/// One message of a flow (a SEND/WRITE of FIRST..LAST or ONLY packets, one
+/// READ request, one atomic).
+#[derive(Debug, Clone)]
+struct Msg {
+    kind: OpKind,
+    /// Opcode of the last packet (tells SEND from SEND_WITH_IMM etc.).
+    last_opcode: Opcode,
+    first_psn: u32,
+    /// Indices into `flow.requests`.
+    pkts: Vec<usize>,
+    /// SEND/WRITE payload, concatenated.
+    data: Vec<u8>,
+    reth: Option<RethRepr>,
+    atomic: Option<AtomicEthRepr>,
+    imm: Option<u32>,
+    inv: Option<u32>,
+    deth: Option<DethRepr>,
+    solicited: bool,
+}
+
+impl Msg {
+    /// PSNs the message occupies (READ: one per response packet).
+    fn npsn(&self, pmtu: u32) -> u32 {
+        match self.kind {
+            OpKind::ReadRequest => self.reth.map_or(0, |r| r.dma_len).div_ceil(pmtu).max(1),
+            OpKind::Atomic => 1,
+            _ => self.pkts.len() as u32,
+        }
+    }
+    /// Length in bytes (READ: the RETH DMA length; atomic: 8).
+    fn len(&self) -> u32 {
+        match self.kind {
+            OpKind::ReadRequest => self.reth.map_or(0, |r| r.dma_len),
+            OpKind::Atomic => 8,
+            _ => self.data.len() as u32,
+        }
+    }
+    fn wr_opcode(&self) -> WrOpcode {
+        match self.kind {
+            OpKind::Send if self.imm.is_some() => WrOpcode::SendWithImm,
+            OpKind::Send if self.inv.is_some() => WrOpcode::SendWithInv,
+            OpKind::Send => WrOpcode::Send,
+            OpKind::Write if self.imm.is_some() => WrOpcode::RdmaWriteWithImm,
+            OpKind::Write => WrOpcode::RdmaWrite,
+            OpKind::ReadRequest => WrOpcode::RdmaRead,
+            OpKind::Atomic if self.last_opcode.0 & 0x1F == Opcode::RC_COMPARE_SWAP.0 => {
+                WrOpcode::AtomicCmpAndSwp
+            }
+            OpKind::Atomic => WrOpcode::AtomicFetchAndAdd,
+            k => panic!("no work request for {k:?}"),
+        }
+    }
+    /// Whether it consumes a receive WQE at the responder.
+    fn needs_recv(&self) -> bool {
+        self.kind == OpKind::Send || (self.kind == OpKind::Write && self.imm.is_some())
+    }
+}
+
+fn messages(flow: &Flow) -> Vec<Msg> {
+    let mut out: Vec<Msg> = Vec::new();
+    for (k, (_, p)) in flow.requests.iter().enumerate() {
+        let starts = matches!(p.position(), Position::First | Position::Only);
+        if starts {
+            out.push(Msg {
+                kind: p.kind(),
+                last_opcode: p.bth.opcode,
+                first_psn: p.bth.psn,
+                pkts: Vec::new(),
+                data: Vec::new(),
+                reth: p.ext.reth,
+                atomic: p.ext.atomic_eth,
+                imm: None,
+                inv: None,
+                deth: p.ext.deth,
+                solicited: false,
+            });
+        }
+        let m = out
+            .last_mut()
+            .unwrap_or_else(|| panic!("frame {}: MIDDLE/LAST first", p.number));
+        assert_eq!(m.kind, p.kind(), "frame {}: opcode sequence", p.number);
+        m.pkts.push(k);
+        m.data.extend_from_slice(&p.payload);
+        m.last_opcode = p.bth.opcode;
+        m.imm = m.imm.or(p.ext.immdt);
+        m.inv = m.inv.or(p.ext.ieth);
+        m.solicited |= p.bth.solicited;
+    }
+    // The captured PSNs are consecutive (no loss, no retransmission in these
+    // captures); the replays rely on it.
+    let mut psn = flow.first_psn;
+    for m in &out {
+        assert_eq!(
+            m.first_psn, psn,
+            "PSN gap before message at {}",
+            m.first_psn
+        );
+        psn = psn.wrapping_add(m.npsn(flow.pmtu)) & 0x00FF_FFFF;
+    }
+    out
+}
+
+/// The captured response packets of a READ or atomic message, by PSN.
+fn captured_responses_of<'a>(flow: &'a Flow, m: &Msg) -> Vec<&'a Pkt> {
+    let n = m.npsn(flow.pmtu);
+    let mut seen = BTreeSet::new();
+    flow.responses
+        .iter()
+        .map(|(_, p)| p)
+        .filter(|p| p.kind() != OpKind::Ack && rel(p.bth.psn, m.first_psn) < n)
+        .filter(|p| seen.insert(p.bth.psn))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Device setup.
+
+fn all_remote() -> AccessFlags {
+    AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC
+}
+
+fn av(ip: IpAddr, mac: [u8; 6]) -> AddressVector {
+    AddressVector {
+        dgid: Gid::from_ip(ip),
+        dmac: mac,
+        hop_limit: 64,
+        ..AddressVector::default()
+    }
+}
+
+/// A device at `ip`/`mac` on an Ethernet whose active IB MTU is `pmtu`, with
+/// one PD and one CQ, and one QP `qpn` brought to RTS towards `peer`.
+struct Side {
+    dev: Device,
+    pd: u32,
+    cq: u32,
+    qpn: u32,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn side(
+    qp_type: QpType,
+    ip: IpAddr,
+    mac: [u8; 6],
+    pmtu: u32,
+    qpn: u32,
+    peer: AddressVector,
+    peer_qpn: u32,
+    rq_psn: u32,
+    sq_psn: u32,
+    qkey: u32,
+    depth: u32,
+) -> Side {
+    let mut dev = Device::new(DeviceConfig {
+        mac,
+        gids: vec![Gid::from_ip(ip)],
+        // The largest IB MTU with MTU + 80 <= netdev MTU is `pmtu` (rxe rule).
+        netdev_mtu: pmtu as usize + 80,
+        ..DeviceConfig::default()
+    });
+    assert_eq!(dev.active_mtu().bytes() as u32, pmtu);
+    let pd = dev.alloc_pd();
+    let cq = dev.create_cq(4 * depth as usize + 64);
+    let init = QpInitAttr {
+        qp_type,
+        send_cq: cq,
+        recv_cq: cq,
+        cap: QpCap {
+            max_send_wr: depth + 16,
+            max_recv_wr: depth + 16,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        sq_sig_all: false,
+    };
+    let got = dev
+        .create_qp_with_qpn(pd, &init, qpn)
+        .expect("create_qp_with_qpn");
+    assert_eq!(got, qpn);
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: all_remote(),
+        qkey,
+        ..QpAttr::default()
+    };
+    let base = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
+    let init_mask = if qp_type == QpType::Ud {
+        base | QpAttrMask::QKEY
+    } else {
+        base | QpAttrMask::ACCESS_FLAGS
+    };
+    dev.modify_qp(qpn, &a, init_mask).expect("INIT");
+    a.qp_state = QpState::Rtr;
+    a.ah_attr = peer;
+    a.path_mtu = Mtu::from_bytes(pmtu as usize).expect("IB MTU");
+    a.dest_qp_num = peer_qpn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = 16;
+    a.min_rnr_timer = 12;
+    let conn = QpAttrMask::STATE
+        | QpAttrMask::AV
+        | QpAttrMask::PATH_MTU
+        | QpAttrMask::DEST_QPN
+        | QpAttrMask::RQ_PSN;
+    let rtr_mask = match qp_type {
+        QpType::Rc => conn | QpAttrMask::MAX_DEST_RD_ATOMIC | QpAttrMask::MIN_RNR_TIMER,
+        QpType::Uc => conn,
+        QpType::Ud => QpAttrMask::STATE,
+    };
+    dev.modify_qp(qpn, &a, rtr_mask).expect("RTR");
+    a.qp_state = QpState::Rts;
+    a.sq_psn = sq_psn;
+    // The perftest / pingpong defaults: timeout 14 (67 ms), 7 retries.
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 16;
+    let rts_mask = match qp_type {
+        QpType::Rc => {
+            QpAttrMask::STATE
+                | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::SQ_PSN
+                | QpAttrMask::MAX_QP_RD_ATOMIC
+        }
+        _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+    };
+    dev.modify_qp(qpn, &a, rts_mask).expect("RTS");
+    Side { dev, pd, cq, qpn }
+}
+
+fn blank_wc() -> Wc {
+    Wc {
+        wr_id: 0,
+        status: WcStatus::GeneralErr,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm_data: 0,
+        invalidated_rkey: 0,
+        qp_num: 0,
+        src_qp: 0,
+        wc_flags: WcFlags::empty(),
+        network_hdr_type: NetworkHdrType::None,
+    }
+}
+
+fn poll_all(dev: &mut Device, cq: u32) -> Vec<Wc> {
+    let mut out = Vec::new();
+    let mut buf = [blank_wc(); 32];
+    loop {
+        let n = dev.poll_cq(cq, &mut buf);
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Run due timers, then take one frame from `poll_transmit`.
+fn transmit_one(dev: &mut Device, now: Instant) -> Option<Pkt> {
+    if dev.poll_timeout().is_some_and(|t| t <= now) {
+        dev.handle_timeout(now);
+    }
+    let mut buf = vec![0u8; 16384];
+    let n = dev.poll_transmit(now, &mut buf)?;
+    Some(Pkt::parse(0, &buf[..n]).expect("our frame parses strictly (ICRC ok)"))
+}
+
+/// rxe's UDP source port of a QP before any address vector is applied:
+/// `0xC000 + (hash_32(qpn, 14) & 0x3FFF)`, `hash_32(v, b) = (v × 0x61C88647
+/// mod 2^32) >> (32 − b)` (ROCEV2-DIGEST §1, Linux `rxe_qp.c`).
+fn rxe_initial_sport(qpn: u32) -> u16 {
+    let h = qpn.wrapping_mul(0x61C8_8647) >> (32 - 14);
+    0xC000 + (h & 0x3FFF) as u16
+}
+
+/// The counters that must stay 0 in a clean replay (no loss, no error).
+const CLEAN_COUNTERS: &[&str] = &[
+    "rx_parse_drops",
+    "rx_qp_not_found",
+    "rx_qp_bad_state",
+    "rx_opcode_qp_mismatch",
+    "rx_pkey_mismatch",
+    "rx_addr_mismatch",
+    "out_of_sequence",
+    "packet_seq_err",
+    "duplicate_request",
+    "local_ack_timeout_err",
+    "rnr_nak_retry_err",
+    "implied_nak_seq_err",
+    "rcvd_rnr_err",
+    "send_rnr_err",
+    "retry_exceeded_err",
+    "seq_nak_sent",
+    "resp_invalid_request",
+    "resp_remote_access_error",
+    "resp_remote_operational_error",
+    "resp_unexpected",
+    "resp_duplicate",
+    "dup_no_resource",
+    "qkey_violation",
+    "ud_len_err",
+    "rx_no_rwqe",
+    "uc_dropped",
+    "cq_overrun",
+];
+
+fn assert_clean(ctx: &str, dev: &Device, qpn: u32) {
+    for name in CLEAN_COUNTERS {
+        assert_eq!(
+            dev.counters().get(name),
+            Some(0),
+            "{ctx}: counter {name}: {:?}",
+            dev.counters()
+        );
+    }
+    let qp = dev.qp(qpn).expect("qp");
+    assert_eq!(qp.state(), QpState::Rts, "{ctx}: QP state");
+    assert_eq!(qp.sq_outstanding(), 0, "{ctx}: send queue not empty");
+}
+
+// ---------------------------------------------------------------------------
+// Comparisons.
+
+/// Addressing of a frame we sent from `from` to `to`.
+fn check_addressing(ctx: &str, ours: &Pkt, theirs: &Pkt, compare_sport: bool) {
+    assert_eq!(ours.src_mac, theirs.src_mac, "{ctx}: source MAC");
+    assert_eq!(ours.dst_mac, theirs.dst_mac, "{ctx}: destination MAC");
+    assert_eq!(ours.src, theirs.src, "{ctx}: source IP");
+    assert_eq!(ours.dst, theirs.dst, "{ctx}: destination IP");
+    assert_eq!(ours.dport, ROCEV2_PORT, "{ctx}: UDP destination port");
+    assert_eq!(theirs.dport, ROCEV2_PORT, "{ctx}: captured UDP dport");
+    if compare_sport {
+        assert_eq!(ours.sport, theirs.sport, "{ctx}: UDP source port");
+    } else {
+        assert!(
+            ours.sport >= 0xC000,
+            "{ctx}: UDP source port {}",
+            ours.sport
+        );
+    }
+    // We follow rxe: MigReq 0 (ConnectX sends 1), P_Key 0xFFFF, TVer 0.
+    assert!(!ours.bth.migreq, "{ctx}: MigReq");
+    assert_eq!(ours.bth.pkey, theirs.bth.pkey, "{ctx}: P_Key");
+    assert_eq!(ours.bth.tver, theirs.bth.tver, "{ctx}: TVer");
+}
+
+/// An AETH's class: ACK (any credit), RNR NAK (any timer), NAK code.
+fn aeth_class(s: u8) -> String {
+    match AethSyndrome::from_byte(s) {
+        AethSyndrome::Ack { .. } => "ACK".into(),
+        AethSyndrome::RnrNak { .. } => "RNR".into(),
+        AethSyndrome::Nak(c) => format!("NAK {c:?}"),
+        AethSyndrome::Reserved(b) => format!("reserved {b:#x}"),
+    }
+}
+
+/// A response of ours against the captured one with the same PSN.
+fn check_response(ctx: &str, ours: &Pkt, theirs: &Pkt) {
+    let ctx = format!(
+        "{ctx}: response PSN {} (frame {})",
+        theirs.bth.psn, theirs.number
+    );
+    assert_eq!(ours.name(), theirs.name(), "{ctx}: opcode");
+    assert_eq!(ours.bth.dest_qp, theirs.bth.dest_qp, "{ctx}: QPN");
+    assert_eq!(ours.bth.psn, theirs.bth.psn, "{ctx}: PSN");
+    assert_eq!(ours.bth.ack_req, theirs.bth.ack_req, "{ctx}: AckReq");
+    assert_eq!(ours.pad, theirs.pad, "{ctx}: PadCnt");
+    match (ours.ext.aeth, theirs.ext.aeth) {
+        (Some(o), Some(t)) => {
+            assert_eq!(
+                aeth_class(o.syndrome),
+                aeth_class(t.syndrome),
+                "{ctx}: AETH"
+            );
+            if aeth_class(o.syndrome) == "ACK" {
+                assert_eq!(o.syndrome, ACK_NO_CREDIT, "{ctx}: our credit field");
+            }
+            assert_eq!(o.msn, t.msn, "{ctx}: MSN");
+        }
+        (o, t) => assert_eq!(o.is_some(), t.is_some(), "{ctx}: AETH presence"),
+    }
+    assert_eq!(
+        ours.ext.atomic_ack_eth, theirs.ext.atomic_ack_eth,
+        "{ctx}: AtomicAckETH original value"
+    );
+    assert_eq!(
+        ours.payload.len(),
+        theirs.payload.len(),
+        "{ctx}: payload length"
+    );
+    assert!(ours.payload == theirs.payload, "{ctx}: payload bytes");
+}
+
+/// A request of ours against the captured one.
+fn check_request(ctx: &str, ours: &Pkt, theirs: &Pkt) {
+    let ctx = format!(
+        "{ctx}: request frame {} PSN {}",
+        theirs.number, theirs.bth.psn
+    );
+    assert_eq!(ours.name(), theirs.name(), "{ctx}: opcode");
+    assert_eq!(ours.bth.dest_qp, theirs.bth.dest_qp, "{ctx}: QPN");
+    assert_eq!(ours.bth.psn, theirs.bth.psn, "{ctx}: PSN");
+    assert_eq!(ours.bth.ack_req, theirs.bth.ack_req, "{ctx}: AckReq");
+    assert_eq!(ours.bth.solicited, theirs.bth.solicited, "{ctx}: SE");
+    assert_eq!(ours.pad, theirs.pad, "{ctx}: PadCnt");
+    assert_eq!(ours.ext.reth, theirs.ext.reth, "{ctx}: RETH");
+    assert_eq!(
+        ours.ext.atomic_eth, theirs.ext.atomic_eth,
+        "{ctx}: AtomicETH"
+    );
+    assert_eq!(ours.ext.deth, theirs.ext.deth, "{ctx}: DETH");
+    assert_eq!(ours.ext.immdt, theirs.ext.immdt, "{ctx}: ImmDt");
+    assert_eq!(ours.ext.ieth, theirs.ext.ieth, "{ctx}: IETH");
+    assert_eq!(
+        ours.payload.len(),
+        theirs.payload.len(),
+        "{ctx}: payload length"
+    );
+    assert!(ours.payload == theirs.payload, "{ctx}: payload bytes");
+}
+
+// ---------------------------------------------------------------------------
+// (a) Responder replay.
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ResponderReport {
+    fed: usize,
+    generated: usize,
+    captured: usize,
+    /// Our responses equal to a captured one (all compared fields).
+    matched: usize,
+    /// Our ACKs for AckReq'd PSNs the NIC covered by a later cumulative ACK.
+    extra_acks: usize,
+    /// Captured ACKs we did not send (NIC-initiated or unsolicited).
+    missing_acks: usize,
+    completions: usize,
+    /// Answers to the duplicate replay (RC).
+    duplicates: usize,
+}
+
+/// A memory region of the responder: R_Key, IOVA, length.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    rkey: u32,
+    iova: u64,
+    len: u64,
+}
+
+fn regions(msgs: &[Msg]) -> Vec<Region> {
+    let mut spans: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for m in msgs {
+        let (rkey, va, len) = match (m.reth, m.atomic) {
+            (Some(r), _) => (r.rkey, r.va, r.dma_len as u64),
+            (_, Some(a)) => (a.rkey, a.va, 8),
+            _ => continue,
+        };
+        let e = spans.entry(rkey).or_insert((va, va + len));
+        e.0 = e.0.min(va);
+        e.1 = e.1.max(va + len);
+    }
+    spans
+        .into_iter()
+        .map(|(rkey, (lo, hi))| Region {
+            rkey,
+            iova: lo,
+            len: (hi - lo).max(8),
+        })
+        .collect()
+}
+
+fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
+    let ctx = format!(
+        "{} responder {}->{} QPN {:#x}",
+        cap.name, flow.req_ip, flow.resp_ip, flow.resp_qpn
+    );
+    let msgs = messages(flow);
+    let nrecv = msgs.iter().filter(|m| m.needs_recv()).count() as u32;
+    let qkey = msgs.iter().find_map(|m| m.deth).map_or(0, |d| d.qkey);
+    let mut s = side(
+        flow.qp_type,
+        flow.resp_ip,
+        flow.resp_mac,
+        flow.pmtu,
+        flow.resp_qpn,
+        av(flow.req_ip, flow.req_mac),
+        flow.req_qpn,
+        flow.first_psn,
+        flow.reverse_first_psn.unwrap_or(0),
+        qkey,
+        msgs.len() as u32 + nrecv,
+    );
+
+    // Remote-access MRs under the captured R_Keys, with a model of their
+    // contents: READ ranges preloaded with the captured READ response bytes,
+    // atomic cells with the first original value each shows.
+    let regs = regions(&msgs);
+    let mut model: Vec<Vec<u8>> = regs.iter().map(|r| vec![0u8; r.len as usize]).collect();
+    let reg_of = |rkey: u32| regs.iter().position(|r| r.rkey == rkey).expect("region");
+    let mut preloaded: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); regs.len()];
+    for m in &msgs {
+        match m.kind {
+            OpKind::ReadRequest => {
+                let r = m.reth.expect("RETH");
+                let k = reg_of(r.rkey);
+                let data: Vec<u8> = captured_responses_of(flow, m)
+                    .iter()
+                    .flat_map(|p| p.payload.clone())
+                    .collect();
+                assert_eq!(data.len(), r.dma_len as usize, "{ctx}: READ data captured");
+                for (i, b) in data.iter().enumerate() {
+                    let a = r.va + i as u64;
+                    if preloaded[k].insert(a) {
+                        model[k][(a - regs[k].iova) as usize] = *b;
+                    }
+                }
+            }
+            OpKind::Atomic => {
+                let a = m.atomic.expect("AtomicETH");
+                let k = reg_of(a.rkey);
+                let orig = captured_responses_of(flow, m)
+                    .first()
+                    .and_then(|p| p.ext.atomic_ack_eth)
+                    .expect("captured ATOMIC ACKNOWLEDGE")
+                    .orig;
+                if preloaded[k].insert(a.va) {
+                    let o = (a.va - regs[k].iova) as usize;
+                    // The responder keeps the cell in host byte order
+                    // (ROCEV2-DIGEST §5; rxe and mlx5 alike).
+                    model[k][o..o + 8].copy_from_slice(&orig.to_ne_bytes());
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut lkeys = Vec::new();
+    for (r, m) in regs.iter().zip(&model) {
+        let keys = s
+            .dev
+            .reg_mr_with_rkey(s.pd, m.clone(), r.iova, all_remote(), r.rkey)
+            .expect("reg_mr_with_rkey");
+        assert_eq!(keys.rkey, r.rkey);
+        lkeys.push(keys.lkey);
+    }
+
+    // Receive WQEs: one buffer per message that consumes one.
+    let slot = msgs.iter().map(|m| m.len()).max().unwrap_or(0) as u64 + GRH_AREA as u64;
+    let slot = slot.next_multiple_of(64).max(64);
+    let rbuf_iova = 0x7000_0000_0000u64;
+    let rmr = s
+        .dev
+        .reg_mr(
+            s.pd,
+            vec![0xEE; (slot * nrecv.max(1) as u64) as usize],
+            rbuf_iova,
+            AccessFlags::LOCAL_WRITE,
+        )
+        .expect("recv MR");
+    for i in 0..nrecv as u64 {
+        let sge = [Sge {
+            addr: rbuf_iova + i * slot,
+            length: slot as u32,
+            lkey: rmr.lkey,
+        }];
+        s.dev
+            .post_recv(
+                s.qpn,
+                &RecvWr {
+                    wr_id: 1000 + i,
+                    sg_list: &sge,
+                },
+            )
+            .expect("post_recv");
+    }
+
+    // Feed every request in capture order; drain after each.
+    let mut ours: Vec<Pkt> = Vec::new();
+    for (i, _) in &flow.requests {
+        let at = cap.frames[*i].0;
+        s.dev.handle_frame(at, &cap.frames[*i].1);
+        while let Some(o) = transmit_one(&mut s.dev, at) {
+            ours.push(o);
+        }
+    }
+    let mut rep = ResponderReport {
+        fed: flow.requests.len(),
+        generated: ours.len(),
+        captured: flow.responses.len(),
+        ..ResponderReport::default()
+    };
+
+    // Addressing of everything we sent.
+    let proto = flow.responses.first().map(|(_, p)| p.clone());
+    for o in &ours {
+        let ctx = format!("{ctx}: our response PSN {}", o.bth.psn);
+        assert!(!o.is_request(), "{ctx}: we sent a request");
+        assert_eq!(o.bth.dest_qp, flow.req_qpn, "{ctx}: QPN");
+        if let Some(t) = &proto {
+            check_addressing(&ctx, o, t, true);
+        }
+    }
+    if flow.qp_type != QpType::Rc {
+        assert!(ours.is_empty(), "{ctx}: UC/UD never respond");
+    }
+
+    // READ responses and ATOMIC ACKNOWLEDGEs: one for one, in order.
+    let ours_data: Vec<&Pkt> = ours.iter().filter(|p| p.kind() != OpKind::Ack).collect();
+    let cap_data: Vec<&Pkt> = flow
+        .responses
+        .iter()
+        .map(|(_, p)| p)
+        .filter(|p| p.kind() != OpKind::Ack)
+        .collect();
+    assert_eq!(
+        ours_data.len(),
+        cap_data.len(),
+        "{ctx}: READ responses / ATOMIC ACKs: ours {:?} captured {:?}",
+        ours_data
+            .iter()
+            .map(|p| (p.name(), p.bth.psn))
+            .collect::<Vec<_>>(),
+        cap_data
+            .iter()
+            .map(|p| (p.name(), p.bth.psn))
+            .collect::<Vec<_>>()
+    );
+    for (o, t) in ours_data.iter().zip(&cap_data) {
+        check_response(&ctx, o, t);
+        rep.matched += 1;
+    }
+
+    // ACKs: coalescing may differ (see the module docs).
+    let base = flow.first_psn;
+    let ackreq: BTreeSet<u32> = flow
+        .requests
+        .iter()
+        .filter(|(_, p)| p.bth.ack_req)
+        .map(|(_, p)| rel(p.bth.psn, base))
+        .collect();
+    let our_acks: BTreeMap<u32, &Pkt> = ours
+        .iter()
+        .filter(|p| p.kind() == OpKind::Ack)
+        .map(|p| (rel(p.bth.psn, base), p))
+        .collect();
+    let cap_acks: BTreeMap<u32, &Pkt> = flow
+        .responses
+        .iter()
+        .map(|(_, p)| p)
+        .filter(|p| p.kind() == OpKind::Ack)
+        .map(|p| (rel(p.bth.psn, base), p))
+        .collect();
+    assert_eq!(
+        our_acks.len(),
+        ours.iter().filter(|p| p.kind() == OpKind::Ack).count(),
+        "{ctx}: we ACKed a PSN twice"
+    );
+    // Highest PSN each side acknowledged (ACKs and data responses alike).
+    let last_of = |acks: &BTreeMap<u32, &Pkt>, data: &[&Pkt]| {
+        acks.keys()
+            .copied()
+            .chain(data.iter().map(|p| rel(p.bth.psn, base)))
+            .max()
+    };
+    let cap_last = last_of(&cap_acks, &cap_data);
+    let our_last = last_of(&our_acks, &ours_data);
+    for (r, o) in &our_acks {
+        assert!(
+            ackreq.contains(r),
+            "{ctx}: we ACKed PSN {} without AckReq",
+            o.bth.psn
+        );
+        assert_eq!(
+            aeth_class(o.ext.aeth.expect("AETH").syndrome),
+            "ACK",
+            "{ctx}: PSN {}",
+            o.bth.psn
+        );
+        match cap_acks.get(r) {
+            Some(t) => {
+                check_response(&ctx, o, t);
+                rep.matched += 1;
+            }
+            None => {
+                assert!(
+                    cap_last.is_some_and(|l| l >= *r),
+                    "{ctx}: our ACK for PSN {} is covered by no captured response",
+                    o.bth.psn
+                );
+                rep.extra_acks += 1;
+            }
+        }
+    }
+    for (r, t) in &cap_acks {
+        if our_acks.contains_key(r) {
+            continue;
+        }
+        assert!(
+            !ackreq.contains(r),
+            "{ctx}: captured ACK for AckReq'd PSN {} (frame {}) missing from ours",
+            t.bth.psn,
+            t.number
+        );
+        assert!(
+            our_last.is_some_and(|l| l >= *r),
+            "{ctx}: captured ACK PSN {} not covered by ours",
+            t.bth.psn
+        );
+        rep.missing_acks += 1;
+    }
+    assert_eq!(our_last, cap_last, "{ctx}: last acknowledged PSN");
+    if let (Some((_, o)), Some((_, t))) = (our_acks.last_key_value(), cap_acks.last_key_value()) {
+        if o.bth.psn == t.bth.psn {
+            assert_eq!(
+                o.ext.aeth.map(|a| a.msn),
+                t.ext.aeth.map(|a| a.msn),
+                "{ctx}: final MSN"
+            );
+        }
+    }
+
+    // Memory: the model with every captured WRITE and atomic applied.
+    for m in &msgs {
+        match m.kind {
+            OpKind::Write => {
+                let r = m.reth.expect("RETH");
+                if r.dma_len == 0 {
+                    continue;
+                }
+                let k = reg_of(r.rkey);
+                let o = (r.va - regs[k].iova) as usize;
+                model[k][o..o + m.data.len()].copy_from_slice(&m.data);
+            }
+            OpKind::Atomic => {
+                let a = m.atomic.expect("AtomicETH");
+                let k = reg_of(a.rkey);
+                let o = (a.va - regs[k].iova) as usize;
+                let cur = u64::from_ne_bytes(model[k][o..o + 8].try_into().unwrap());
+                let new = match m.wr_opcode() {
+                    WrOpcode::AtomicCmpAndSwp if cur == a.compare => a.swap_add,
+                    WrOpcode::AtomicCmpAndSwp => cur,
+                    _ => cur.wrapping_add(a.swap_add),
+                };
+                model[k][o..o + 8].copy_from_slice(&new.to_ne_bytes());
+            }
+            _ => {}
+        }
+    }
+    for (k, lkey) in lkeys.iter().enumerate() {
+        let mem = s.dev.mr(*lkey).expect("MR").as_slice();
+        assert!(
+            mem == &model[k][..],
+            "{ctx}: memory of R_Key {:#x} differs from the captured WRITEs/atomics",
+            regs[k].rkey
+        );
+    }
+
+    // Receive completions, in order, with the captured data.
+    let wcs = poll_all(&mut s.dev, s.cq);
+    let recv_msgs: Vec<&Msg> = msgs.iter().filter(|m| m.needs_recv()).collect();
+    assert_eq!(wcs.len(), recv_msgs.len(), "{ctx}: receive completions");
+    let rmem = s.dev.mr(rmr.lkey).expect("recv MR").as_slice().to_vec();
+    for (i, (wc, m)) in wcs.iter().zip(&recv_msgs).enumerate() {
+        let ctx = format!("{ctx}: receive {i} (PSN {})", m.first_psn);
+        assert_eq!(wc.status, WcStatus::Success, "{ctx}");
+        assert_eq!(wc.wr_id, 1000 + i as u64, "{ctx}: wr_id order");
+        assert_eq!(wc.qp_num, flow.resp_qpn, "{ctx}: qp_num");
+        assert_eq!(wc.imm_data, m.imm.unwrap_or(0), "{ctx}: imm");
+        assert_eq!(
+            wc.wc_flags.contains(WcFlags::WITH_IMM),
+            m.imm.is_some(),
+            "{ctx}: WITH_IMM"
+        );
+        let buf = &rmem[i * slot as usize..(i + 1) * slot as usize];
+        match flow.qp_type {
+            QpType::Ud => {
+                let d = m.deth.expect("DETH");
+                assert_eq!(wc.src_qp, d.src_qp, "{ctx}: src_qp from the DETH");
+                assert_eq!(wc.opcode, WcOpcode::Recv, "{ctx}");
+                assert_eq!(
+                    wc.byte_len as usize,
+                    GRH_AREA + m.data.len(),
+                    "{ctx}: byte_len includes the 40-byte GRH area"
+                );
+                assert!(wc.wc_flags.contains(WcFlags::GRH), "{ctx}: GRH flag");
+                assert_eq!(wc.network_hdr_type, NetworkHdrType::Ipv4, "{ctx}");
+                let hdr = &flow.requests[m.pkts[0]].1.ipv4_header;
+                assert_eq!(hdr.len(), 20, "{ctx}: captured IPv4 header");
+                assert!(buf[..20].iter().all(|b| *b == 0), "{ctx}: GRH area 0..20");
+                assert!(
+                    buf[20..40] == hdr[..],
+                    "{ctx}: GRH area 20..40 = IPv4 header"
+                );
+                assert!(
+                    buf[GRH_AREA..GRH_AREA + m.data.len()] == m.data[..],
+                    "{ctx}: data"
+                );
+            }
+            _ => {
+                assert_eq!(wc.byte_len as usize, m.len() as usize, "{ctx}: byte_len");
+                if m.kind == OpKind::Send {
+                    assert_eq!(wc.opcode, WcOpcode::Recv, "{ctx}");
+                    assert!(buf[..m.data.len()] == m.data[..], "{ctx}: data");
+                } else {
+                    assert_eq!(wc.opcode, WcOpcode::RecvRdmaWithImm, "{ctx}");
+                }
+            }
+        }
+        rep.completions += 1;
+    }
+    assert_clean(&ctx, &s.dev, s.qpn);
+    if flow.qp_type == QpType::Rc {
+        rep.duplicates = duplicates(&ctx, cap, flow, &msgs, &mut s, &lkeys, &model);
+    }
+    rep
+}
+
+/// RC duplicates with the real frames: every captured request of the flow is
+/// fed again (as a requester retransmitting after lost ACKs would send it).
+/// IBTA 1.7 §9.7.4.1.4: nothing executes twice; SEND/WRITE
+/// are acknowledged again (we, like rxe, ACK each duplicate with the most
+/// recent PSN, ePSN − 1); READs are answered again from the saved responder
+/// resource (so the bytes and PSNs must be those captured); atomics get their
+/// saved original value back (the captured one) and the cell is not touched
+/// again. The AETH MSN of these answers is the current MSN (rxe does the
+/// same), i.e. the number of messages of the flow, the capture's last MSN.
+fn duplicates(
+    ctx: &str,
+    cap: &Capture,
+    flow: &Flow,
+    msgs: &[Msg],
+    s: &mut Side,
+    lkeys: &[u32],
+    model: &[Vec<u8>],
+) -> usize {
+    let ctx = format!("{ctx} (duplicates)");
+    let rd_atomic = msgs
+        .iter()
+        .filter(|m| matches!(m.kind, OpKind::ReadRequest | OpKind::Atomic))
+        .count();
+    // Every READ/atomic must still have its responder resource (16 here).
+    assert!(rd_atomic <= 16, "{ctx}: more READ/atomics than resources");
+    let final_msn = msgs.len() as u32 & 0x00FF_FFFF;
+    if let Some((_, last)) = flow.responses.last() {
+        if let Some(a) = last.ext.aeth {
+            assert_eq!(a.msn, final_msn, "{ctx}: captured final MSN");
+        }
+    }
+    // ePSN − 1: the last PSN the flow used (a READ uses one per response).
+    let last_psn = msgs.last().map_or(0, |m| {
+        m.first_psn.wrapping_add(m.npsn(flow.pmtu) - 1) & 0x00FF_FFFF
+    });
+    let at = cap.frames.last().map_or(Instant::ZERO, |f| f.0);
+    let mut out = Vec::new();
+    for (i, _) in &flow.requests {
+        s.dev.handle_frame(at, &cap.frames[*i].1);
+        while let Some(o) = transmit_one(&mut s.dev, at) {
+            out.push(o);
+        }
+    }
+    assert_eq!(
+        s.dev.counters().duplicate_request,
+        flow.requests.len() as u64,
+        "{ctx}: duplicate_request"
+    );
+    assert_eq!(s.dev.counters().dup_no_resource, 0, "{ctx}");
+    assert!(
+        poll_all(&mut s.dev, s.cq).is_empty(),
+        "{ctx}: new completions"
+    );
+    for (k, lkey) in lkeys.iter().enumerate() {
+        let mem = s.dev.mr(*lkey).expect("MR").as_slice();
+        assert!(mem == &model[k][..], "{ctx}: memory changed by duplicates");
+    }
+    let cap_data: Vec<&Pkt> = flow
+        .responses
+        .iter()
+        .map(|(_, p)| p)
+        .filter(|p| p.kind() != OpKind::Ack)
+        .collect();
+    let out_data: Vec<&Pkt> = out.iter().filter(|p| p.kind() != OpKind::Ack).collect();
+    assert_eq!(out_data.len(), cap_data.len(), "{ctx}: READ/atomic answers");
+    for (o, t) in out_data.iter().zip(&cap_data) {
+        let c = format!("{ctx}: PSN {}", t.bth.psn);
+        assert_eq!(o.name(), t.name(), "{c}: opcode");
+        assert_eq!(o.bth.psn, t.bth.psn, "{c}: PSN");
+        assert_eq!(o.bth.dest_qp, t.bth.dest_qp, "{c}: QPN");
+        assert!(o.payload == t.payload, "{c}: payload");
+        assert_eq!(o.ext.atomic_ack_eth, t.ext.atomic_ack_eth, "{c}: orig");
+        assert_eq!(o.ext.aeth.is_some(), t.ext.aeth.is_some(), "{c}: AETH");
+        if let Some(a) = o.ext.aeth {
+            assert_eq!(aeth_class(a.syndrome), "ACK", "{c}");
+            assert_eq!(a.msn, final_msn, "{c}: MSN");
+        }
+    }
+    let sw_pkts = flow
+        .requests
+        .iter()
+        .filter(|(_, p)| matches!(p.kind(), OpKind::Send | OpKind::Write))
+        .count();
+    let acks: Vec<&Pkt> = out.iter().filter(|p| p.kind() == OpKind::Ack).collect();
+    assert_eq!(
+        acks.len(),
+        sw_pkts,
+        "{ctx}: one ACK per duplicate SEND/WRITE"
+    );
+    for a in &acks {
+        let aeth = a.ext.aeth.expect("AETH");
+        assert_eq!(a.bth.psn, last_psn, "{ctx}: duplicate ACK PSN = ePSN - 1");
+        assert_eq!(aeth.syndrome, ACK_NO_CREDIT, "{ctx}");
+        assert_eq!(aeth.msn, final_msn, "{ctx}: duplicate ACK MSN");
+    }
+    assert_eq!(
+        s.dev.qp(s.qpn).expect("qp").state(),
+        QpState::Rts,
+        "{ctx}: QP state"
+    );
+    out.len()
+}
+
+// ---------------------------------------------------------------------------
+// (b) Requester replay.
+
+#[derive(Debug, Default, Clone, Copy)]
+struct RequesterReport {
+    posted: usize,
+    emitted: usize,
+    matched: usize,
+    fed: usize,
+    succeeded: usize,
+}
+
+/// The requester replay; with `dup_responses` every captured response is
+/// handed over twice in a row (a duplicating network): the copy must change
+/// nothing (IBTA 1.7 §9.7.5.1: responses for PSNs already acknowledged are
+/// ignored) and is counted in `resp_duplicate`.
+fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport {
+    let ctx = format!(
+        "{} requester{} {}->{} QPN {:#x}",
+        cap.name,
+        if dup_responses {
+            " (responses twice)"
+        } else {
+            ""
+        },
+        flow.req_ip,
+        flow.resp_ip,
+        flow.req_qpn
+    );
+    let msgs = messages(flow);
+    let qkey = msgs.iter().find_map(|m| m.deth).map_or(0, |d| d.qkey);
+    let mut s = side(
+        flow.qp_type,
+        flow.req_ip,
+        flow.req_mac,
+        flow.pmtu,
+        flow.req_qpn,
+        av(flow.resp_ip, flow.resp_mac),
+        flow.resp_qpn,
+        flow.reverse_first_psn.unwrap_or(0),
+        flow.first_psn,
+        qkey,
+        msgs.len() as u32,
+    );
+    // One local MR: each message's bytes (SEND/WRITE source, READ sink,
+    // atomic result) at its own 64-byte aligned offset.
+    let mut offs = Vec::new();
+    let mut total = 0u64;
+    for m in &msgs {
+        offs.push(total);
+        total += (m.len() as u64).next_multiple_of(64).max(64);
+    }
+    let mut mem = vec![0u8; total as usize];
+    for (m, o) in msgs.iter().zip(&offs) {
+        if matches!(m.kind, OpKind::Send | OpKind::Write) {
+            mem[*o as usize..][..m.data.len()].copy_from_slice(&m.data);
+        }
+    }
+    let iova = 0x10_0000u64;
+    let mr = s
+        .dev
+        .reg_mr(s.pd, mem, iova, AccessFlags::LOCAL_WRITE)
+        .expect("local MR");
+    for (k, (m, o)) in msgs.iter().zip(&offs).enumerate() {
+        let sge = [Sge {
+            addr: iova + o,
+            length: m.len(),
+            lkey: mr.lkey,
+        }];
+        let list: &[Sge] = if m.len() == 0 { &[] } else { &sge };
+        let mut wr = SendWr::new(k as u64, m.wr_opcode(), list);
+        if m.solicited {
+            wr.send_flags |= SendFlags::SOLICITED;
+        }
+        wr.imm_data = m.imm.unwrap_or(0);
+        wr.invalidate_rkey = m.inv.unwrap_or(0);
+        if let Some(r) = m.reth {
+            wr.remote_addr = r.va;
+            wr.rkey = r.rkey;
+        }
+        if let Some(a) = m.atomic {
+            wr.remote_addr = a.va;
+            wr.rkey = a.rkey;
+            if wr.opcode == WrOpcode::AtomicCmpAndSwp {
+                wr.compare_add = a.compare;
+                wr.swap = a.swap_add;
+            } else {
+                wr.compare_add = a.swap_add;
+            }
+        }
+        if flow.qp_type == QpType::Ud {
+            let d = m.deth.expect("DETH");
+            wr.ud = Some(UdDest {
+                av: av(flow.resp_ip, flow.resp_mac),
+                remote_qpn: flow.resp_qpn,
+                remote_qkey: d.qkey,
+            });
+        }
+        s.dev.post_send(s.qpn, &wr).expect("post_send");
+    }
+    let mut rep = RequesterReport {
+        posted: msgs.len(),
+        ..RequesterReport::default()
+    };
+
+    // Lock step over the capture.
+    let req_at: BTreeMap<usize, &Pkt> = flow.requests.iter().map(|(i, p)| (*i, p)).collect();
+    let resp_at: BTreeMap<usize, &Pkt> = flow.responses.iter().map(|(i, p)| (*i, p)).collect();
+    for (i, (at, raw)) in cap.frames.iter().enumerate() {
+        if let Some(t) = req_at.get(&i) {
+            let o = transmit_one(&mut s.dev, *at).unwrap_or_else(|| {
+                panic!(
+                    "{ctx}: nothing to send where the capture has frame {} ({} PSN {}); counters {:?}",
+                    t.number,
+                    t.name(),
+                    t.bth.psn,
+                    s.dev.counters()
+                )
+            });
+            rep.emitted += 1;
+            check_request(&ctx, &o, t);
+            check_addressing(
+                &format!("{ctx}: frame {}", t.number),
+                &o,
+                t,
+                flow.qp_type != QpType::Ud,
+            );
+            if flow.qp_type == QpType::Ud {
+                // The documented difference: rxe's UD port comes from its
+                // own QPN alone.
+                assert_eq!(
+                    t.sport,
+                    rxe_initial_sport(flow.req_qpn),
+                    "{ctx}: captured rxe UD source port"
+                );
+            }
+            rep.matched += 1;
+        } else if resp_at.contains_key(&i) {
+            if s.dev.poll_timeout().is_some_and(|t| t <= *at) {
+                s.dev.handle_timeout(*at);
+            }
+            s.dev.handle_frame(*at, raw);
+            rep.fed += 1;
+            if dup_responses {
+                s.dev.handle_frame(*at, raw);
+            }
+        }
+    }
+    let end = cap.frames.last().map_or(Instant::ZERO, |f| f.0);
+    if let Some(extra) = transmit_one(&mut s.dev, end) {
+        panic!(
+            "{ctx}: we still send {} PSN {} after the capture ends",
+            extra.name(),
+            extra.bth.psn
+        );
+    }
+    if flow.qp_type == QpType::Rc {
+        assert_eq!(s.dev.poll_timeout(), None, "{ctx}: a timer is still armed");
+    }
+
+    // Every WQE completed once, in order, with SUCCESS and the captured data.
+    let wcs = poll_all(&mut s.dev, s.cq);
+    let got: Vec<(u64, WcStatus)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    let exp: Vec<(u64, WcStatus)> = (0..msgs.len() as u64)
+        .map(|k| (k, WcStatus::Success))
+        .collect();
+    assert_eq!(got, exp, "{ctx}: send completions");
+    let local = s.dev.mr(mr.lkey).expect("MR").as_slice().to_vec();
+    for ((wc, m), o) in wcs.iter().zip(&msgs).zip(&offs) {
+        let ctx = format!("{ctx}: WQE {} (PSN {})", wc.wr_id, m.first_psn);
+        assert_eq!(wc.opcode, m.wr_opcode().wc_opcode(), "{ctx}: opcode");
+        assert_eq!(wc.byte_len, m.len(), "{ctx}: byte_len");
+        let got = &local[*o as usize..][..m.len() as usize];
+        match m.kind {
+            OpKind::ReadRequest => {
+                let data: Vec<u8> = captured_responses_of(flow, m)
+                    .iter()
+                    .flat_map(|p| p.payload.clone())
+                    .collect();
+                assert!(got == &data[..], "{ctx}: READ data = captured responses");
+            }
+            OpKind::Atomic => {
+                let orig = captured_responses_of(flow, m)
+                    .first()
+                    .and_then(|p| p.ext.atomic_ack_eth)
+                    .expect("ATOMIC ACK")
+                    .orig;
+                assert_eq!(
+                    got,
+                    &orig.to_ne_bytes()[..],
+                    "{ctx}: atomic result = captured original value"
+                );
+            }
+            _ => assert!(got == &m.data[..], "{ctx}: source untouched"),
+        }
+        rep.succeeded += 1;
+    }
+    let mut c = s.dev.counters().clone();
+    if dup_responses {
+        assert_eq!(
+            c.resp_duplicate, rep.fed as u64,
+            "{ctx}: every second copy is a duplicate"
+        );
+        c.resp_duplicate = 0;
+    }
+    for name in CLEAN_COUNTERS {
+        assert_eq!(c.get(name), Some(0), "{ctx}: counter {name}: {c:?}");
+    }
+    let qp = s.dev.qp(s.qpn).expect("qp");
+    assert_eq!(qp.state(), QpState::Rts, "{ctx}: QP state");
+    assert_eq!(qp.sq_outstanding(), 0, "{ctx}: send queue not empty");
+    rep
+}
+
+// ---------------------------------------------------------------------------
+// The captures.
+
+fn interop(name: &str) {
+    let cap = load(name);
+    let fl = flows(&cap);
+    assert!(!fl.is_empty(), "{name}: no request flow");
+    let (mut fed, mut gen, mut capd, mut matched) = (0, 0, 0, 0);
+    for f in &fl {
+        let a = responder(&cap, f);
+        let b = requester(&cap, f, false);
+        let b2 = requester(&cap, f, true);
+        assert_eq!(b2.succeeded, b.succeeded);
+        eprintln!(
+            "interop {name} {:?} {}->{} QPN {:#x}->{:#x} PMTU {}: responder fed {} requests, \
+             generated {} responses ({} captured), matched {}, extra ACKs {}, captured ACKs \
+             coalesced by us {}, receive completions {}, answers to the duplicate replay {}; requester posted {} WQEs, emitted {} \
+             requests, matched {}, fed {} responses, {} WQEs SUCCESS",
+            f.qp_type,
+            f.req_ip,
+            f.resp_ip,
+            f.req_qpn,
+            f.resp_qpn,
+            f.pmtu,
+            a.fed,
+            a.generated,
+            a.captured,
+            a.matched,
+            a.extra_acks,
+            a.missing_acks,
+            a.completions,
+            a.duplicates,
+            b.posted,
+            b.emitted,
+            b.matched,
+            b.fed,
+            b.succeeded
+        );
+        fed += a.fed + b.fed;
+        gen += a.generated + b.emitted;
+        capd += a.captured + f.requests.len();
+        matched += a.matched + b.matched;
+    }
+    eprintln!(
+        "interop {name}: {} flows, {} frames fed, {} frames generated, {} captured counterparts, \
+         {} matched",
+        fl.len(),
+        fed,
+        gen,
+        capd,
+        matched
+    );
+}
+
+#[test]
+fn interop_linlinw5_pingpong_rc() {
+    interop("linlinw5__pingpong_rc");
+}
+
+#[test]
+fn interop_linlinw5_pingpong_uc() {
+    interop("linlinw5__pingpong_uc");
+}
+
+#[test]
+fn interop_linlinw5_pingpong_ud() {
+    interop("linlinw5__pingpong_ud");
+}
+
+#[test]
+fn interop_linlinw5_rdma_write_bw() {
+    interop("linlinw5__rdma_write_bw");
+}
+
+#[test]
+fn interop_linlinw5_rdma_write_lat() {
+    interop("linlinw5__rdma_write_lat");
+}
+
+#[test]
+fn interop_linlinw5_rdma_read_bw() {
+    interop("linlinw5__rdma_read_bw");
+}
+
+#[test]
+fn interop_linlinw5_rdma_read_lat() {
+    interop("linlinw5__rdma_read_lat");
+}
+
+#[test]
+fn interop_linlinw5_rdma_send_bw() {
+    interop("linlinw5__rdma_send_bw");
+}
+
+#[test]
+fn interop_linlinw5_rdma_atomic_bw() {
+    interop("linlinw5__rdma_atomic_bw");
+}
+
+#[test]
+fn interop_magnate3_ib_send_bw_over_roce() {
+    interop("magnate3__doc__ib_send_bw_over_roce");
+}
+
+#[test]
+fn interop_phdddddd_rdma1() {
+    interop("phdddddd__rdma1");
+}
