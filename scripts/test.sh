@@ -2,6 +2,7 @@
 # Every test of the project, on a fresh Debian machine with the Rust toolchain:
 # installs what the tests need (idempotent, non-interactive), then runs them.
 #   - tshark: oracle for our own fixture pcaps (tests/tshark.rs)
+# Benches are compiled (cargo test --all-targets builds them) but not timed.
 # The public captures and reference vectors are read from ../shared beside the
 # repository (or $ROCE_SHARED_DIR).
 set -euo pipefail
@@ -20,3 +21,5 @@ fi
 
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+# The 100,000-message soak, in release mode (#[ignore] in debug runs).
+scripts/soak.sh
