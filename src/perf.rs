@@ -561,7 +561,33 @@ pub fn run(
     cfg: &PerfConfig,
     progress: Option<&mut dyn FnMut(u64, Duration)>,
 ) -> Result<PerfReport, PerfError> {
-    engine::run(cfg, progress)
+    engine::run(cfg, &Placement::default(), progress)
+}
+
+/// Where a run puts its memory regions and frame buffers in (virtual)
+/// memory, for benches that vary the alignment of the payload copies (see
+/// "Memory alignment" above). The default is what `roce perf` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Placement {
+    /// Bytes past a 4096-byte boundary at which the client's and the server's
+    /// memory region start, `[client, server]` (0 = page-aligned, the
+    /// default). The I/O virtual addresses do not change.
+    pub mr_offset: [usize; 2],
+    /// `Some(p)`: every frame buffer (both directions) starts exactly `p`
+    /// bytes past a 4096-byte boundary (`p` is taken modulo 4096), so every
+    /// copy between a frame and a memory region has one known
+    /// `(dst − src) mod 4096`. `None` (the default): 128 bytes past a
+    /// 256-byte boundary, page offset left to the allocator.
+    pub frame_page_offset: Option<usize>,
+}
+
+/// [`run`] with the memory placed as `placement` says (benches).
+pub fn run_placed(
+    cfg: &PerfConfig,
+    placement: &Placement,
+    progress: Option<&mut dyn FnMut(u64, Duration)>,
+) -> Result<PerfReport, PerfError> {
+    engine::run(cfg, placement, progress)
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ use roce_stack::verbs::{
 use super::link::{self, Port, Tap};
 use super::stats;
 use super::{
-    Figures, Limit, Op, PerfConfig, PerfError, PerfReport, ATOMIC_ADD, RETRANS_COUNTERS, STALL,
+    Figures, Limit, Op, PerfConfig, PerfError, PerfReport, Placement, ATOMIC_ADD, RETRANS_COUNTERS,
+    STALL,
 };
 
 /// I/O virtual address of the client's (aligned) memory.
@@ -120,18 +121,20 @@ impl Mem {
     }
 }
 
-/// Register `len` bytes, filled by `fill`, 4096-aligned in memory at I/O
-/// virtual address `base`.
+/// Register `len` bytes, filled by `fill`, starting `extra` bytes past a
+/// 4096-byte boundary in memory (normally 0: page-aligned), at I/O virtual
+/// address `base`.
 fn reg_aligned(
     dev: &mut Device,
     pd: u32,
     base: u64,
     len: usize,
+    extra: usize,
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<Mem, String> {
-    let mut buf = vec![0u8; len + 4096];
+    let mut buf = vec![0u8; len + 4096 + extra];
     let addr = buf.as_ptr() as usize;
-    let pad = (4096 - addr % 4096) % 4096;
+    let pad = (4096 - addr % 4096) % 4096 + extra;
     fill(&mut buf[pad..pad + len]);
     let access = AccessFlags::LOCAL_WRITE
         | AccessFlags::REMOTE_WRITE
@@ -833,6 +836,7 @@ impl Server {
 /// Build both sides, run them, verify, report.
 pub(crate) fn run(
     cfg: &PerfConfig,
+    placement: &Placement,
     mut progress: Option<&mut dyn FnMut(u64, Duration)>,
 ) -> Result<PerfReport, PerfError> {
     let start = std::time::Instant::now();
@@ -840,7 +844,7 @@ pub(crate) fn run(
         Some(p) => Some(Arc::new(Tap::create(p, start).map_err(PerfError::Pcap)?)),
         None => None,
     };
-    let (mut client, server) = build(cfg, tap.clone()).map_err(PerfError::Run)?;
+    let (mut client, server) = build(cfg, placement, tap.clone()).map_err(PerfError::Run)?;
     let sh = Shared {
         start,
         state: AtomicU8::new(RUNNING),
@@ -935,7 +939,11 @@ pub(crate) fn run(
 }
 
 /// Create the devices, memory and QPs of both sides, connected.
-fn build(cfg: &PerfConfig, tap: Option<Arc<Tap>>) -> Result<(Client, Server), String> {
+fn build(
+    cfg: &PerfConfig,
+    placement: &Placement,
+    tap: Option<Arc<Tap>>,
+) -> Result<(Client, Server), String> {
     let mtu = cfg.mtu.bytes();
     let netdev_mtu = if mtu + 80 <= 1500 { 1500 } else { 9000 };
     let mut dev = [test_device(0, netdev_mtu), test_device(1, netdev_mtu)];
@@ -978,26 +986,28 @@ fn build(cfg: &PerfConfig, tap: Option<Arc<Tap>>) -> Result<(Client, Server), St
         connect(&mut dev, *pair, psn, cfg)?;
     }
     let seed = cfg.seed;
+    let [mc, ms] = placement.mr_offset;
+    let len = lay.len.map(|l| l as usize);
     let (cmem, smem) = match cfg.op {
         Op::Write => (
-            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, lay.len[0] as usize, |b| {
+            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, len[0], mc, |b| {
                 fill_random(b, seed ^ 0xC11E)
             })?,
-            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, lay.len[1] as usize, |b| {
+            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, len[1], ms, |b| {
                 b.fill(0x5A)
             })?,
         ),
         Op::Read => (
-            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, lay.len[0] as usize, |b| {
+            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, len[0], mc, |b| {
                 b.fill(0x5A)
             })?,
-            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, lay.len[1] as usize, |b| {
+            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, len[1], ms, |b| {
                 fill_random(b, seed ^ 0x5E4E)
             })?,
         ),
         Op::Send => {
             let stride = lay.stride as usize;
-            let c = reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, lay.len[0] as usize, |b| {
+            let c = reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, len[0], mc, |b| {
                 for r in 0..q {
                     let p = send_pattern(seed, r, size);
                     for slot in 0..depth as usize {
@@ -1006,21 +1016,25 @@ fn build(cfg: &PerfConfig, tap: Option<Arc<Tap>>) -> Result<(Client, Server), St
                     }
                 }
             })?;
-            let s = reg_aligned(&mut dev[1], pd[1], SERVER_BASE, lay.len[1] as usize, |b| {
+            let s = reg_aligned(&mut dev[1], pd[1], SERVER_BASE, len[1], ms, |b| {
                 b.fill(0x5A)
             })?;
             (c, s)
         }
         Op::Atomic => (
-            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, lay.len[0] as usize, |b| {
+            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, len[0], mc, |b| {
                 b.fill(0x5A)
             })?,
-            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, lay.len[1] as usize, |b| {
-                b.fill(0)
-            })?,
+            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, len[1], ms, |b| b.fill(0))?,
         ),
     };
-    let (cport, sport) = link::wire(mtu + 256, cfg.loss, cfg.seed, tap);
+    let (cport, sport) = link::wire(
+        mtu + 256,
+        cfg.loss,
+        cfg.seed,
+        tap,
+        placement.frame_page_offset,
+    );
     let [d0, d1] = dev;
     let iters = match cfg.limit {
         Limit::Iters(n) => Some(n),

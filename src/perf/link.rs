@@ -32,10 +32,21 @@ pub(crate) struct FrameBuf {
 }
 
 impl FrameBuf {
-    fn new(cap: usize) -> FrameBuf {
-        let data = vec![0u8; cap + 256].into_boxed_slice();
-        let addr = data.as_ptr() as usize;
-        let off = (FRAME_PHASE + 256 - addr % 256) % 256;
+    /// A buffer of `cap` bytes, `FRAME_PHASE` past a 256-byte boundary, or
+    /// exactly `page_offset` (mod 4096) past a 4096-byte boundary.
+    fn new(cap: usize, page_offset: Option<usize>) -> FrameBuf {
+        let (data, off) = match page_offset {
+            None => {
+                let data = vec![0u8; cap + 256].into_boxed_slice();
+                let addr = data.as_ptr() as usize;
+                (data, (FRAME_PHASE + 256 - addr % 256) % 256)
+            }
+            Some(p) => {
+                let data = vec![0u8; cap + 4096].into_boxed_slice();
+                let addr = data.as_ptr() as usize;
+                (data, (p % 4096 + 4096 - addr % 4096) % 4096)
+            }
+        };
         FrameBuf {
             data,
             off,
@@ -154,15 +165,22 @@ pub(crate) struct Port {
     pub(crate) dropped: u64,
 }
 
-/// Two connected ports; each side's buffers hold `frame_cap` bytes.
-pub(crate) fn wire(frame_cap: usize, loss: f64, seed: u64, tap: Option<Arc<Tap>>) -> (Port, Port) {
+/// Two connected ports; each side's buffers hold `frame_cap` bytes and are
+/// placed as [`FrameBuf::new`] says for `page_offset`.
+pub(crate) fn wire(
+    frame_cap: usize,
+    loss: f64,
+    seed: u64,
+    tap: Option<Arc<Tap>>,
+    page_offset: Option<usize>,
+) -> (Port, Port) {
     let (tx_ab, rx_ab) = sync_channel(POOL);
     let (ret_ab, free_ab) = sync_channel(POOL);
     let (tx_ba, rx_ba) = sync_channel(POOL);
     let (ret_ba, free_ba) = sync_channel(POOL);
     let pool = || {
         (0..POOL)
-            .map(|_| FrameBuf::new(frame_cap))
+            .map(|_| FrameBuf::new(frame_cap, page_offset))
             .collect::<Vec<_>>()
     };
     // Independent loss decisions per direction, both from the seed.

@@ -14,7 +14,9 @@
 //! (a cancelled timer is removed at once), so [`Device::poll_timeout`] is exact
 //! and `None` when no timer is armed.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+use super::keymap::KeyMap;
 use std::net::IpAddr;
 
 use super::cq::Cq;
@@ -106,7 +108,7 @@ pub(crate) enum TimerKind {
 pub(crate) struct Ctx<'a> {
     pub cfg: &'a DeviceConfig,
     pub mrs: &'a mut MrTable,
-    pub cqs: &'a mut HashMap<u32, Cq>,
+    pub cqs: &'a mut KeyMap<u32, Cq>,
     pub counters: &'a mut Counters,
     pub events: &'a mut VecDeque<AsyncEvent>,
     pub timers: &'a mut BTreeSet<(Instant, u32, TimerKind)>,
@@ -217,9 +219,9 @@ pub struct Device {
     pds: Vec<u32>,
     mrs: MrTable,
     next_cq: u32,
-    cqs: HashMap<u32, Cq>,
+    cqs: KeyMap<u32, Cq>,
     next_qpn: u32,
-    qps: HashMap<u32, Qp>,
+    qps: KeyMap<u32, Qp>,
     active: VecDeque<u32>,
     timers: BTreeSet<(Instant, u32, TimerKind)>,
     events: VecDeque<AsyncEvent>,
@@ -239,9 +241,9 @@ impl Device {
             pds: Vec::new(),
             mrs: MrTable::default(),
             next_cq: 0,
-            cqs: HashMap::new(),
+            cqs: KeyMap::default(),
             next_qpn: 0x10,
-            qps: HashMap::new(),
+            qps: KeyMap::default(),
             active: VecDeque::new(),
             timers: BTreeSet::new(),
             events: VecDeque::new(),

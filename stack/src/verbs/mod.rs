@@ -3,6 +3,7 @@
 
 pub mod cq;
 pub mod device;
+mod keymap;
 pub mod mr;
 pub mod qp;
 pub mod types;

@@ -4,7 +4,7 @@
 //! and writes it through [`crate::verbs::Device::mr`] / `mr_mut`, and gets the
 //! buffer back from `dereg_mr`.
 
-use std::collections::HashMap;
+use super::keymap::KeyMap;
 use std::ops::Range;
 
 use super::types::AccessFlags;
@@ -76,8 +76,8 @@ pub(crate) enum AccessError {
 /// Every MR of a device, indexed by lkey and by rkey.
 #[derive(Debug, Default)]
 pub(crate) struct MrTable {
-    mrs: HashMap<u32, Mr>,
-    by_rkey: HashMap<u32, u32>,
+    mrs: KeyMap<u32, Mr>,
+    by_rkey: KeyMap<u32, u32>,
     next_index: u32,
 }
 

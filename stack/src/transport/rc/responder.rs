@@ -39,7 +39,7 @@
 use std::collections::VecDeque;
 
 use crate::transport::psn::Psn;
-use crate::transport::{enter_error, recv_wc, scatter};
+use crate::transport::{copy_payload, enter_error, recv_wc, scatter};
 use crate::verbs::device::Ctx;
 use crate::verbs::mr::AccessError;
 use crate::verbs::qp::Qp;
@@ -446,7 +446,7 @@ pub(crate) fn handle_request(
                     plen as u64,
                     AccessFlags::REMOTE_WRITE,
                 ) {
-                    Ok((mr, r)) => mr.buf[r].copy_from_slice(pkt.payload()),
+                    Ok((mr, r)) => copy_payload(&mut mr.buf[r], pkt.payload()),
                     Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
                 }
             }
@@ -746,7 +746,7 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
                 payload_len as u64,
                 AccessFlags::REMOTE_READ,
             ) {
-                Ok((mr, r)) => out.copy_from_slice(&mr.buf[r]),
+                Ok((mr, r)) => copy_payload(out, &mr.buf[r]),
                 Err(_) => {
                     // The MR went away mid-stream: stop the stream.
                     qp.resp.queue.pop_front();
