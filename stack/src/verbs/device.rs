@@ -138,11 +138,13 @@ impl Ctx<'_> {
         if *slot == at {
             return;
         }
-        if let Some(old) = slot.take() {
-            self.timers.remove(&(old, qp.qpn, kind));
-        }
+        // Insert before removing: the set never empties on a move, so the
+        // B-tree keeps its nodes (no free/allocate per re-armed timer).
         if let Some(new) = at {
             self.timers.insert((new, qp.qpn, kind));
+        }
+        if let Some(old) = slot.take() {
+            self.timers.remove(&(old, qp.qpn, kind));
         }
         *slot = at;
     }
