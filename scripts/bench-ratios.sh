@@ -135,6 +135,18 @@ for group, size, label, target in cases:
         if b in res and "limit" in res:
             print(f"    ratio {b}/limit = {res['limit'] / res[b]:.3f}")
 
+pp = os.path.join(root, "rc_pair_paired.json")
+if os.path.exists(pp):
+    with open(pp) as f:
+        pj = json.load(f)
+    targets = {g: t for g, _, _, t in cases}
+    print("  paired (alternating engine runs and limit loops, fastest of each; judge the target by these):")
+    for group, r in pj.items():
+        t = targets.get(group)
+        mark = f"  (target >= {t:.2f}: {'met' if r['ratio'] >= t else 'MISSED'})" if t else ""
+        print(f"    {group}: goodput {r['goodput_ns'] / 1e3:.3f} us/msg, limit {r['limit_ns'] / 1e3:.3f} us/msg, "
+              f"ratio {r['ratio']:.3f}{mark}")
+
 print("idle_qps (time with 1 RC QP / time with 10,000 idle RC QPs in RTS):")
 paired = None
 try:
