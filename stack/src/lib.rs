@@ -1,4 +1,15 @@
 //! Sans-IO RoCEv2 protocol core.
+//!
+//! - [`wire`]: zero-copy parsers and in-place builders for every frame (one
+//!   opcode table, BTH and extension headers, RoCEv1 GRH, CNP, PFC/PAUSE, ARP).
+//! - [`icrc`]: the invariant CRC (IBTA 1.7 §7.8.1, RoCEv2 Annex A17.4).
+//! - [`verbs`]: the ibverbs-shaped API; [`verbs::Device`] is the entry point:
+//!   frames and the current time in, frames, completions and deadlines out.
+//! - [`transport`]: the RC requester, completer and responder, UC and UD.
+//! - [`testing`]: a deterministic two-device wire with fault injection.
+//!
+//! The core never does I/O and never reads a clock ([`time::Instant`] is
+//! whatever the caller passes in), and nothing here uses `unsafe`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
