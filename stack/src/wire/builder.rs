@@ -342,7 +342,10 @@ impl PacketRepr {
         }
         // UDP (checksum filled in by finalize).
         if form != IcrcForm::Grh {
-            let mut udp = UdpPacket::new_unchecked(&mut rest[l3_hdr..l3_hdr + 8]);
+            let hdr = rest
+                .get_mut(l3_hdr..l3_hdr + 8)
+                .ok_or(Error::BufferTooSmall)?;
+            let mut udp = UdpPacket::new_unchecked(hdr);
             udp.set_src_port(self.udp.src_port);
             udp.set_dst_port(self.udp.dst_port);
             udp.set_len(udp_len as u16);
@@ -354,12 +357,15 @@ impl PacketRepr {
             pad_count: (payload_len.wrapping_neg() & 3) as u8,
             ..self.bth
         };
-        let out: &mut [u8; 12] = (&mut rest[bth_off..bth_off + 12])
-            .try_into()
-            .map_err(|_| Error::BufferTooSmall)?;
+        let out: &mut [u8; 12] = rest
+            .get_mut(bth_off..bth_off + 12)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(Error::BufferTooSmall)?;
         bth.emit(out);
-        self.ext
-            .emit(info.hdrs, &mut rest[bth_off + 12..lay.payload - lay.l3])?;
+        let ext = rest
+            .get_mut(bth_off + 12..lay.payload - lay.l3)
+            .ok_or(Error::BufferTooSmall)?;
+        self.ext.emit(info.hdrs, ext)?;
         Ok(lay.payload)
     }
 
