@@ -140,10 +140,8 @@ fn copy_masked(dst: &mut [u8], src: &[u8], mask: &[u8; MASK_LEN]) {
             .get(off..)
             .and_then(|m| m.first_chunk::<16>())
             .unwrap_or(&ZERO);
-        let mut b: Block = *s;
-        for (x, y) in b.iter_mut().zip(m) {
-            *x |= y;
-        }
+        // One 128-bit OR (a single vector instruction), not 16 byte ORs.
+        let b: Block = (u128::from_ne_bytes(*s) | u128::from_ne_bytes(*m)).to_ne_bytes();
         if let Some(d) = d {
             d.copy_from_slice(&b);
         }
