@@ -120,10 +120,17 @@ fn rearm(qp: &mut Qp, ctx: &mut Ctx<'_>, now: Instant) {
 /// than by the ACK timer: skipped when one from the same oldest PSN is
 /// already under way (rxe: "if we've started a retry, don't start another
 /// retry sequence, unless this is a timeout").
-fn fast_retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
+///
+/// `implied`: the trigger is an implied NAK (a response that skipped an
+/// unanswered READ/ATOMIC or a lost READ response); `implied_nak_seq_err`
+/// counts the retries it starts, not every stale response behind one.
+fn fast_retry(qp: &mut Qp, ctx: &mut Ctx<'_>, implied: bool) -> bool {
     if qp.comp.retry_from == Some(qp.comp.psn) {
         ctx.counters.resp_duplicate += 1;
         return false;
+    }
+    if implied {
+        ctx.counters.implied_nak_seq_err += 1;
     }
     retry(qp, ctx)
 }
@@ -190,10 +197,7 @@ pub(crate) fn handle_response(
                             }
                             true
                         }
-                        AckResult::ImpliedNak => {
-                            ctx.counters.implied_nak_seq_err += 1;
-                            fast_retry(qp, ctx)
-                        }
+                        AckResult::ImpliedNak => fast_retry(qp, ctx, true),
                     }
                 }
                 AethSyndrome::RnrNak { timer } => {
@@ -205,8 +209,7 @@ pub(crate) fn handle_response(
                     }
                     // The NAK acknowledges every earlier PSN.
                     if let AckResult::ImpliedNak = ack_up_to(qp, ctx, p.sub(1)) {
-                        ctx.counters.implied_nak_seq_err += 1;
-                        return fast_retry(qp, ctx);
+                        return fast_retry(qp, ctx, true);
                     }
                     // A response from a live peer: the transport retry count
                     // starts afresh; RNR retries have their own count.
@@ -238,20 +241,18 @@ pub(crate) fn handle_response(
                         }
                         return true;
                     }
-                    if let AckResult::ImpliedNak = implied {
-                        ctx.counters.implied_nak_seq_err += 1;
-                    } else if qp.comp.psn != before {
+                    let was_implied = matches!(implied, AckResult::ImpliedNak);
+                    if !was_implied && qp.comp.psn != before {
                         qp.comp.retry_cnt = qp.attr.retry_cnt;
                         qp.comp.rnr_retry = qp.attr.rnr_retry;
                     }
-                    fast_retry(qp, ctx)
+                    fast_retry(qp, ctx, was_implied)
                 }
                 AethSyndrome::Nak(code) => {
                     if let AckResult::ImpliedNak = ack_up_to(qp, ctx, p.sub(1)) {
                         // An earlier READ/ATOMIC is unanswered: it is the head
                         // and must be resolved first (rxe retries it too).
-                        ctx.counters.implied_nak_seq_err += 1;
-                        return fast_retry(qp, ctx);
+                        return fast_retry(qp, ctx, true);
                     }
                     // rxe's mapping (ROCEV2-DIGEST §5): 0x61 → REM_INV_REQ_ERR,
                     // 0x62 → REM_ACCESS_ERR, 0x63 and anything else → REM_OP_ERR.
@@ -287,8 +288,7 @@ pub(crate) fn handle_response(
                     .get(qp.sq.head())
                     .is_some_and(|w| w.started && w.first_psn == p);
                 if !head_is_it {
-                    ctx.counters.implied_nak_seq_err += 1;
-                    return fast_retry(qp, ctx);
+                    return fast_retry(qp, ctx, true);
                 }
             }
             let head = qp.sq.head();
@@ -349,8 +349,7 @@ fn read_response(
         if let AckResult::ImpliedNak = ack_up_to(qp, ctx, p.sub(1)) {
             // Responses for a READ went missing (or an earlier READ/ATOMIC is
             // unanswered): resend from the oldest unacknowledged PSN.
-            ctx.counters.implied_nak_seq_err += 1;
-            return fast_retry(qp, ctx);
+            return fast_retry(qp, ctx, true);
         }
     }
     let head = qp.sq.head();

@@ -656,7 +656,7 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
                 ctx.counters.dup_no_resource += 1;
                 return false;
             };
-            qp.resp.queue.push_back(RespItem::Read {
+            let restart = RespItem::Read {
                 psn,
                 last,
                 va: reth.va,
@@ -664,7 +664,18 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
                 remaining: reth.dma_len,
                 msn: qp.resp.msn,
                 first: true,
+            };
+            // A stream of the same READ still being sent restarts from the
+            // duplicate's PSN (as rxe does) instead of a second stream
+            // queuing behind it: the requester discards what it had already
+            // given up on.
+            let in_flight = qp.resp.queue.iter_mut().find(|i| {
+                matches!(i, RespItem::Read { last: l, rkey: k, .. } if *l == last && *k == reth.rkey)
             });
+            match in_flight {
+                Some(item) => *item = restart,
+                None => qp.resp.queue.push_back(restart),
+            }
             true
         }
         OpKind::Atomic => {

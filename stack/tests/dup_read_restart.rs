@@ -1,0 +1,81 @@
+//! A duplicate READ request that arrives while the original READ's responses
+//! are still being sent restarts that stream from the duplicate's PSN (rxe
+//! `rxe_resp.c` duplicate READ handling): one stream, not a second one queued
+//! behind the first.
+
+use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
+use roce_stack::time::Instant;
+use roce_stack::verbs::{AccessFlags, Mtu, SendWr, Sge, WrOpcode};
+use roce_stack::wire::{Opcode, PacketRepr, RocePacket};
+
+#[test]
+fn duplicate_read_restarts_the_stream_in_flight() {
+    let mut p = Pair::new(1500, Faults::default(), 1);
+    let c = connect(
+        &mut p,
+        &ConnOpts {
+            mtu: Mtu::Mtu1024,
+            ..ConnOpts::default()
+        },
+    );
+    let all = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE;
+    let a = p.dev[0]
+        .reg_mr(c.pd[0], vec![0; 8192], 0x1000, all)
+        .unwrap();
+    let b = p.dev[1]
+        .reg_mr(
+            c.pd[1],
+            (0..8192).map(|i| i as u8).collect(),
+            0x10_0000,
+            all,
+        )
+        .unwrap();
+    let sge = [Sge {
+        addr: 0x1000,
+        length: 8192,
+        lkey: a.lkey,
+    }];
+    let mut wr = SendWr::new(1, WrOpcode::RdmaRead, &sge);
+    wr.remote_addr = 0x10_0000;
+    wr.rkey = b.rkey;
+    p.dev[0].post_send(c.qpn[0], &wr).unwrap();
+
+    let now = Instant::from_micros(1);
+    let mut buf = vec![0u8; 9000];
+    let n = p.dev[0].poll_transmit(now, &mut buf).expect("READ request");
+    let req = buf[..n].to_vec();
+    let r = RocePacket::parse(&req).unwrap();
+    assert_eq!(r.opcode(), Opcode::RC_RDMA_READ_REQUEST);
+    let first = r.bth().psn;
+    p.dev[1].handle_frame(now, &req);
+
+    // Three of the eight responses leave.
+    for i in 0..3 {
+        let n = p.dev[1].poll_transmit(now, &mut buf).expect("response");
+        assert_eq!(RocePacket::parse(&buf[..n]).unwrap().bth().psn, first + i);
+    }
+    // The requester retries from the fourth: READ for the missing tail.
+    let mut dup = PacketRepr::from_packet(&r);
+    dup.bth.psn = first + 3;
+    let mut reth = dup.ext.reth.unwrap();
+    reth.va += 3 * 1024;
+    reth.dma_len -= 3 * 1024;
+    dup.ext.reth = Some(reth);
+    dup.udp.checksum = roce_stack::wire::UdpChecksum::Zero;
+    let mut f = vec![0u8; 200];
+    let n = dup.emit(&mut f, &[]).unwrap();
+    p.dev[1].handle_frame(now, &f[..n]);
+
+    // One stream: PSNs first+3 ..= first+7, restarting with a FIRST packet.
+    let mut psns = Vec::new();
+    let mut ops = Vec::new();
+    while let Some(n) = p.dev[1].poll_transmit(now, &mut buf) {
+        let q = RocePacket::parse(&buf[..n]).unwrap();
+        psns.push(q.bth().psn);
+        ops.push(q.opcode());
+    }
+    assert_eq!(psns, (3..8).map(|i| first + i).collect::<Vec<_>>());
+    assert_eq!(ops[0], Opcode::RC_RDMA_READ_RESPONSE_FIRST);
+    assert_eq!(ops[4], Opcode::RC_RDMA_READ_RESPONSE_LAST);
+    assert_eq!(p.dev[1].counters().duplicate_request, 1);
+}
