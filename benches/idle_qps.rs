@@ -57,8 +57,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, MrKeys, Mtu, NetworkHdrType, QpAttr, QpAttrMask, QpCap,
-    QpInitAttr, QpState, QpType, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode,
+    AccessFlags, Device, DeviceConfig, MrKeys, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
+    QpType, SendWr, Sge, Wc, WcStatus, WrOpcode,
 };
 
 /// Idle QPs in the large case.
@@ -93,18 +93,7 @@ fn device(i: u8) -> Device {
 }
 
 fn blank_wc() -> Wc {
-    Wc {
-        wr_id: 0,
-        status: WcStatus::GeneralErr,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm_data: 0,
-        invalidated_rkey: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: WcFlags::empty(),
-        network_hdr_type: NetworkHdrType::None,
-    }
+    Wc::EMPTY
 }
 
 /// Bring QP pair `qpn` to RTS, each addressed to the other (IBTA 1.7

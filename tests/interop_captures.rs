@@ -602,18 +602,7 @@ fn side(
 }
 
 fn blank_wc() -> Wc {
-    Wc {
-        wr_id: 0,
-        status: WcStatus::GeneralErr,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm_data: 0,
-        invalidated_rkey: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: WcFlags::empty(),
-        network_hdr_type: NetworkHdrType::None,
-    }
+    Wc::EMPTY
 }
 
 fn poll_all(dev: &mut Device, cq: u32) -> Vec<Wc> {

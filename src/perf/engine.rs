@@ -13,9 +13,8 @@ use roce_stack::time::Instant;
 use roce_stack::transport::ack_timeout;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, AsyncEvent, Device, DeviceConfig, MrKeys, NetworkHdrType, QpAttr, QpAttrMask,
-    QpCap, QpInitAttr, QpState, QpType, RecvWr, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus,
-    WrOpcode,
+    AccessFlags, AsyncEvent, Device, DeviceConfig, MrKeys, QpAttr, QpAttrMask, QpCap, QpInitAttr,
+    QpState, QpType, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 
 use super::link::{self, Port, Tap};
@@ -326,18 +325,7 @@ impl Idle {
 }
 
 fn blank_wc() -> Wc {
-    Wc {
-        wr_id: 0,
-        status: WcStatus::GeneralErr,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm_data: 0,
-        invalidated_rkey: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: WcFlags::empty(),
-        network_hdr_type: NetworkHdrType::None,
-    }
+    Wc::EMPTY
 }
 
 fn event_error(side: &str, ev: AsyncEvent) -> String {

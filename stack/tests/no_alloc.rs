@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
-use roce_stack::verbs::{AccessFlags, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode};
+use roce_stack::verbs::{AccessFlags, RecvWr, SendWr, Sge, Wc, WcStatus, WrOpcode};
 
 struct Counting;
 
@@ -50,18 +50,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const WC0: Wc = Wc {
-    wr_id: 0,
-    status: WcStatus::GeneralErr,
-    opcode: WcOpcode::Send,
-    byte_len: 0,
-    imm_data: 0,
-    invalidated_rkey: 0,
-    qp_num: 0,
-    src_qp: 0,
-    wc_flags: roce_stack::verbs::WcFlags::empty(),
-    network_hdr_type: roce_stack::verbs::NetworkHdrType::None,
-};
+const WC0: Wc = Wc::EMPTY;
 
 #[test]
 fn steady_state_traffic_allocates_nothing() {

@@ -33,18 +33,7 @@ fn poll_all(p: &mut Pair, side: usize, cq: u32) -> Vec<Wc> {
 }
 
 fn roce_stack_wc() -> Wc {
-    Wc {
-        wr_id: 0,
-        status: WcStatus::GeneralErr,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm_data: 0,
-        invalidated_rkey: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: Default::default(),
-        network_hdr_type: Default::default(),
-    }
+    Wc::EMPTY
 }
 
 #[test]

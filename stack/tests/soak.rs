@@ -35,8 +35,8 @@ use std::time::Duration;
 use common::*;
 use roce_stack::testing::{connect, test_config, ConnOpts, Faults, Pair, Rng, WireStats};
 use roce_stack::verbs::{
-    Device, DeviceConfig, MrKeys, Mtu, NetworkHdrType, QpCap, QpState, RecvWr, SendFlags, SendWr,
-    Sge, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode,
+    Device, DeviceConfig, MrKeys, Mtu, QpCap, QpState, RecvWr, SendFlags, SendWr, Sge, Wc, WcFlags,
+    WcOpcode, WcStatus, WrOpcode,
 };
 
 fn soak(seed: u64, faults: Faults, mtu: Mtu, n: u64) {
@@ -538,18 +538,7 @@ impl Actor {
 
 /// A completion slot for `poll_cq` to overwrite.
 fn empty_wc() -> Wc {
-    Wc {
-        wr_id: 0,
-        status: WcStatus::GeneralErr,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm_data: 0,
-        invalidated_rkey: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: WcFlags::empty(),
-        network_hdr_type: NetworkHdrType::None,
-    }
+    Wc::EMPTY
 }
 
 const SEND_TAG: u64 = 0;

@@ -229,3 +229,20 @@ pub struct Wc {
     /// GRH-area layout (UD receives).
     pub network_hdr_type: NetworkHdrType,
 }
+
+impl Wc {
+    /// A placeholder completion (status `GENERAL_ERR`, everything else zero) to
+    /// fill a `poll_cq` output array before polling.
+    pub const EMPTY: Wc = Wc {
+        wr_id: 0,
+        status: WcStatus::GeneralErr,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm_data: 0,
+        invalidated_rkey: 0,
+        qp_num: 0,
+        src_qp: 0,
+        wc_flags: WcFlags::empty(),
+        network_hdr_type: NetworkHdrType::None,
+    };
+}

@@ -6,10 +6,7 @@ use std::time::Duration;
 
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
-use roce_stack::verbs::{
-    AccessFlags, MrKeys, NetworkHdrType, RecvWr, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus,
-    WrOpcode,
-};
+use roce_stack::verbs::{AccessFlags, MrKeys, RecvWr, SendWr, Sge, Wc, WcStatus, WrOpcode};
 use roce_stack::wire::ext::{AethRepr, RethRepr};
 use roce_stack::wire::{BthRepr, ExtHeaders, NetInfo, Opcode, RocePacket};
 
@@ -34,18 +31,7 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 }
 
 fn blank_wc() -> Wc {
-    Wc {
-        wr_id: 0,
-        status: WcStatus::GeneralErr,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm_data: 0,
-        invalidated_rkey: 0,
-        qp_num: 0,
-        src_qp: 0,
-        wc_flags: WcFlags::empty(),
-        network_hdr_type: NetworkHdrType::None,
-    }
+    Wc::EMPTY
 }
 
 /// Take every completion waiting on `cq` of side `side`.
