@@ -45,7 +45,7 @@ use crate::verbs::mr::AccessError;
 use crate::verbs::qp::Qp;
 use crate::verbs::types::{AccessFlags, QpType, WcStatus};
 use crate::verbs::wr::{WcFlags, WcOpcode};
-use crate::wire::ext::{AethRepr, AethSyndrome, AtomicAckEthRepr, NakCode};
+use crate::wire::ext::{AethRepr, AethSyndrome, AtomicAckEthRepr, NakCode, RethRepr};
 use crate::wire::opcode::{OpKind, Position};
 use crate::wire::{BthRepr, ExtHeaders, Opcode, PacketRepr, RocePacket};
 
@@ -216,6 +216,22 @@ fn drop_uc_message(qp: &mut Qp, ctx: &mut Ctx<'_>) {
     qp.resp.in_msg = None;
     qp.resp.recv_offset = 0;
     qp.resp.uc_dropping = true;
+}
+
+/// R_Key, range and rights of a RETH (IBTA 1.7 §9.7.4.1.5); a zero-length
+/// READ/WRITE needs none (C9-88).
+fn check_reth(
+    ctx: &mut Ctx<'_>,
+    pd: u32,
+    reth: &RethRepr,
+    need: AccessFlags,
+) -> Result<(), AccessError> {
+    if reth.dma_len == 0 {
+        return Ok(());
+    }
+    ctx.mrs
+        .remote(pd, reth.rkey, reth.va, reth.dma_len as u64, need)
+        .map(|_| ())
 }
 
 fn access_code(e: AccessError) -> NakCode {
@@ -411,16 +427,8 @@ pub(crate) fn handle_request(
                         WcStatus::RemInvReqErr,
                     );
                 }
-                if reth.dma_len > 0 {
-                    if let Err(e) = ctx.mrs.remote(
-                        qp.pd,
-                        reth.rkey,
-                        reth.va,
-                        reth.dma_len as u64,
-                        AccessFlags::REMOTE_WRITE,
-                    ) {
-                        return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
-                    }
+                if let Err(e) = check_reth(ctx, qp.pd, &reth, AccessFlags::REMOTE_WRITE) {
+                    return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
                 }
                 qp.resp.write_va = reth.va;
                 qp.resp.write_rkey = reth.rkey;
@@ -490,16 +498,8 @@ pub(crate) fn handle_request(
                     WcStatus::RemInvReqErr,
                 );
             }
-            if reth.dma_len > 0 {
-                if let Err(e) = ctx.mrs.remote(
-                    qp.pd,
-                    reth.rkey,
-                    reth.va,
-                    reth.dma_len as u64,
-                    AccessFlags::REMOTE_READ,
-                ) {
-                    return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
-                }
+            if let Err(e) = check_reth(ctx, qp.pd, &reth, AccessFlags::REMOTE_READ) {
+                return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
             }
             let n = reth.dma_len.div_ceil(pmtu).max(1);
             let last = psn.add(n - 1);
