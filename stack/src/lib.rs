@@ -6,6 +6,7 @@
 //! - [`verbs`]: the ibverbs-shaped API; [`verbs::Device`] is the entry point:
 //!   frames and the current time in, frames, completions and deadlines out.
 //! - [`transport`]: the RC requester, completer and responder, UC and UD.
+//! - [`backend`]: the burst interface every frame mover implements.
 //! - [`testing`]: a deterministic two-device wire with fault injection.
 //!
 //! The core never does I/O and never reads a clock ([`time::Instant`] is
@@ -13,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod counters;
 pub mod icrc;
 pub mod testing;
