@@ -2,6 +2,9 @@
 //!
 //! Subcommands live in their own modules; `main.rs` only parses arguments.
 
+pub mod backend;
 pub mod decode;
 pub mod pcap_io;
 pub mod perf;
+pub mod replay;
+mod sys;

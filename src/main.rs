@@ -7,9 +7,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use roce::backend::BackendKind;
 use roce::decode::{self, DecodeError, DecodeOptions};
 use roce::perf::{self, PerfConfig, PerfError, PerfOptions};
+use roce::replay::{self, ReplayOptions};
 use roce_stack::verbs::Mtu;
+
+mod sim;
 
 /// Exit status for usage, I/O and capture-format errors.
 const EXIT_ERROR: u8 = 2;
@@ -31,12 +35,127 @@ enum Command {
     /// in-process devices (like perftest's ib_*_bw / ib_*_lat).
     #[command(long_about = PERF_LONG_ABOUT)]
     Perf(PerfArgs),
+    /// Simulate a RoCEv2 fabric (incast, PFC, DCQCN) with this stack on every
+    /// host and print a summary (deterministic, virtual time).
+    #[command(long_about = sim::LONG_ABOUT)]
+    Sim(sim::SimArgs),
+    /// Play one QP of a capture with the stack and write what it sends.
+    #[command(long_about = REPLAY_LONG_ABOUT)]
+    Replay(ReplayArgs),
+}
+
+const REPLAY_LONG_ABOUT: &str = "\
+Play one QP of a capture with the stack: the QP named by --qp (its QPN, the BTH \
+destination QPN of the packets sent to it) is set up as its host had it, every \
+captured frame addressed to it is fed to the stack in capture order (capture \
+times as the clock), and what the stack sends is written to --out (pcap, \
+nanosecond timestamps: the time of the frame answered). The QP answers the \
+requests sent to it (responder) and re-sends the requests it sent (requester; \
+not with --no-requests), completing them with the captured responses.
+
+Inferred from the capture (overrides in brackets): our and the peer's IP and \
+MAC from the first frame to the QP [--ip --mac --peer-ip --peer-mac], the \
+transport from its opcodes, the peer QPN from the frames our host sent back \
+[--peer-qpn], the first request PSN [--rq-psn] and first send PSN [--sq-psn], \
+the path MTU from segmented messages [--mtu], memory regions under the captured \
+R_Keys covering every RETH/AtomicETH VA range, preloaded with the captured READ \
+data and atomic original values [--mr RKEY:VA:LEN], receive WQEs for SENDs.
+
+The capture is the oracle: our READ responses and atomic ACKs must equal the \
+captured ones in order (opcode, PSN, AETH syndrome class and MSN, payload, \
+original value), every captured ACK/NAK must have one of ours with its PSN \
+(extra ACKs are counted: NICs coalesce), our requests must equal the captured \
+ones. Exit status: 0 all matched; 1 a mismatch; 2 usage, I/O or set-up errors.";
+
+#[derive(Debug, clap::Args)]
+struct ReplayArgs {
+    /// The capture (pcap or pcapng, Ethernet).
+    capture: PathBuf,
+    /// The QP to play, by QPN (0x11 or 17) [default: the only QP that
+    /// receives requests].
+    #[arg(long, value_parser = replay::parse_24)]
+    qp: Option<u32>,
+    /// Write what the stack sends to this pcap file.
+    #[arg(short = 'o', long, value_name = "OUT")]
+    out: Option<PathBuf>,
+    /// Our IP address (picks the host when both have the QPN).
+    #[arg(long)]
+    ip: Option<std::net::IpAddr>,
+    /// Our MAC address.
+    #[arg(long, value_parser = replay::parse_mac)]
+    mac: Option<[u8; 6]>,
+    /// The peer's IP address.
+    #[arg(long)]
+    peer_ip: Option<std::net::IpAddr>,
+    /// The peer's MAC address.
+    #[arg(long, value_parser = replay::parse_mac)]
+    peer_mac: Option<[u8; 6]>,
+    /// The peer's QPN.
+    #[arg(long, value_parser = replay::parse_24)]
+    peer_qpn: Option<u32>,
+    /// The PSN of the first request expected.
+    #[arg(long, value_parser = replay::parse_24)]
+    rq_psn: Option<u32>,
+    /// The first PSN the QP sends.
+    #[arg(long, value_parser = replay::parse_24)]
+    sq_psn: Option<u32>,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(long, value_parser = perf::parse_mtu)]
+    mtu: Option<Mtu>,
+    /// An extra (or wider) memory region RKEY:VA:LEN; repeatable.
+    #[arg(long = "mr", value_parser = replay::parse_mr)]
+    mrs: Vec<replay::MrSpec>,
+    /// Only answer; do not re-send the QP's own requests.
+    #[arg(long)]
+    no_requests: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn run_replay(args: &ReplayArgs) -> ExitCode {
+    let opts = ReplayOptions {
+        capture: args.capture.clone(),
+        qp: args.qp,
+        out: args.out.clone(),
+        ip: args.ip,
+        mac: args.mac,
+        peer_ip: args.peer_ip,
+        peer_mac: args.peer_mac,
+        peer_qpn: args.peer_qpn,
+        rq_psn: args.rq_psn,
+        sq_psn: args.sq_psn,
+        mtu: args.mtu,
+        mrs: args.mrs.clone(),
+        no_requests: args.no_requests,
+    };
+    match replay::replay(&opts) {
+        Ok(r) => {
+            let stdout = io::stdout();
+            let mut out = stdout.lock();
+            let w = if args.json {
+                writeln!(out, "{}", r.to_json())
+            } else {
+                r.write_text(&opts, &mut out)
+            };
+            let _ = w.and_then(|_| out.flush());
+            if r.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "roce replay: {e}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
 }
 
 const PERF_LONG_ABOUT: &str = "\
 Measure bandwidth (default) or latency (--lat) of RC RDMA WRITE, RDMA READ, SEND \
 or ATOMIC FETCH_AND_ADD, like perftest's ib_write_bw, ib_read_bw, ib_send_bw, \
-ib_atomic_bw and their _lat twins. Both ends run in this process: two RoCEv2 \
+ib_atomic_bw and their _lat twins. By default both ends run in this process: two RoCEv2 \
 devices (10.0.0.1 client, 10.0.0.2 server) on an in-memory Ethernet, one thread \
 per side, each driving its device with a monotonic clock.
 
@@ -52,6 +171,13 @@ The data is verified at the end: WRITE/READ compare the target memory with the \
 source pattern, SEND checks every message's length, sequence number and bytes, \
 ATOMIC checks every fetched value and the final counter. Retransmission \
 counters are printed when not zero.
+
+--backend picks what carries the frames: mem (default), or udp (kernel UDP \
+sockets on 127.0.0.1 and 127.0.0.2). Between two processes or hosts, like \
+perftest: `roce perf OP --server` and `roce perf OP --client ADDR` (TCP side \
+channel on --port, default 18515) over --backend udp, tap or dpdk (EAL \
+arguments after `--`); the server takes the test parameters from the client, \
+both print the table, the client measures.
 
 Exit status: 0 verified; 1 the run failed (error completion, QP error, no \
 progress for 5 s) or the data is wrong; 2 bad arguments or an unusable --pcap \
@@ -144,6 +270,38 @@ struct PerfArgs {
     /// (Ethernet, nanosecond timestamps); slows the run.
     #[arg(long, value_name = "OUT")]
     pcap: Option<PathBuf>,
+    /// What carries the frames: mem (in-process), udp (kernel UDP sockets;
+    /// in-process on 127.0.0.1/127.0.0.2, or between processes), tap, dpdk
+    /// (between processes; dpdk needs a build with --features dpdk), pcap
+    /// (see `roce replay`).
+    #[arg(long, value_enum, default_value_t = BackendKind::Mem)]
+    backend: BackendKind,
+    /// Two-process mode: wait for a client on the TCP side channel.
+    #[arg(long, conflicts_with = "client")]
+    server: bool,
+    /// Two-process mode: connect to the server at ADDR.
+    #[arg(long, value_name = "ADDR")]
+    client: Option<String>,
+    /// TCP port of the side channel (perftest's default).
+    #[arg(short = 'p', long, default_value_t = perf::DEFAULT_PORT)]
+    port: u16,
+    /// The device's IP address (GID 0) [default: the local address of the
+    /// side channel].
+    #[arg(long, value_name = "IP")]
+    local_ip: Option<std::net::IpAddr>,
+    /// udp: the local UDP port [default: 4791 on the server, any free port
+    /// on the client].
+    #[arg(long, value_name = "PORT")]
+    udp_port: Option<u16>,
+    /// tap: the interface name.
+    #[arg(long, value_name = "NAME")]
+    ifname: Option<String>,
+    /// Ethernet backends: the device's MAC address.
+    #[arg(long, value_parser = replay::parse_mac)]
+    mac: Option<[u8; 6]>,
+    /// dpdk: EAL arguments, after `--` (e.g. `-- -l 1 -a 0000:03:00.0`).
+    #[arg(last = true, value_name = "EAL_ARGS")]
+    eal_args: Vec<String>,
 }
 
 impl PerfArgs {
@@ -161,7 +319,29 @@ impl PerfArgs {
             loss: Some(self.loss),
             seed: Some(self.seed),
             pcap: self.pcap.clone(),
+            backend: Some(self.backend),
         }
+    }
+
+    /// The two-process parameters, if `--server` or `--client` was given.
+    fn remote(&self) -> Option<perf::Remote> {
+        let role = match (&self.client, self.server) {
+            (Some(host), _) => perf::RemoteRole::Client(host.clone()),
+            (None, true) => perf::RemoteRole::Server,
+            (None, false) => return None,
+        };
+        Some(perf::Remote {
+            role,
+            port: self.port,
+            backend: roce::backend::BackendOptions {
+                local_ip: self.local_ip,
+                ifname: self.ifname.clone(),
+                mac: self.mac,
+                eal_args: self.eal_args.clone(),
+                ..Default::default()
+            },
+            udp_port: self.udp_port,
+        })
     }
 }
 
@@ -198,7 +378,20 @@ fn run_perf(args: &PerfArgs) -> ExitCode {
             };
             let _ = write!(io::stderr(), "\r\x1b[K roce perf {}: {what}", cfg.op);
         };
-        let report = perf::run(&cfg, Some(&mut show));
+        let report = match args.remote() {
+            Some(remote) => {
+                perf::check_remote(&cfg)?;
+                if remote.role == perf::RemoteRole::Server {
+                    let _ = writeln!(
+                        io::stdout(),
+                        " Waiting for a client on TCP port {} ...",
+                        remote.port
+                    );
+                }
+                perf::run_remote(&cfg, &remote, Some(&mut show))
+            }
+            None => perf::run(&cfg, Some(&mut show)),
+        };
         if shown {
             let _ = write!(io::stderr(), "\r\x1b[K");
         }
@@ -281,6 +474,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Decode(args) => run_decode(args),
         Command::Perf(args) => return run_perf(args),
+        Command::Sim(args) => return sim::run(args),
+        Command::Replay(args) => return run_replay(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

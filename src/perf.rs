@@ -64,6 +64,16 @@
 //! error completion, a fatal QP or CQ event, or when it stalls (no completion
 //! for 5 s, or 3 local ACK timeouts if that is longer).
 //!
+//! # Backends and two processes
+//!
+//! The frames move through a [`crate::backend`] backend: `mem` (the
+//! in-memory wire above, the default) or, in one process, `udp` (two kernel
+//! UDP sockets, 127.0.0.1 and 127.0.0.2). With `--server` / `--client ADDR`
+//! the two ends run in two processes (or hosts), over `udp`, `tap` or
+//! `dpdk`, after exchanging their QPNs, PSNs, memory keys and addresses over
+//! a TCP side channel as perftest does ([`run_remote`]; the format is in the
+//! `remote` module's source).
+//!
 //! # Capture
 //!
 //! `--pcap OUT` writes every frame the wire delivers, both directions, to a
@@ -83,7 +93,7 @@
 //! 54..=74 bytes long, so the differences are 54..=74 or 182..=202 modulo 256.
 
 mod engine;
-mod link;
+mod remote;
 mod stats;
 
 use std::fmt;
@@ -93,7 +103,12 @@ use std::time::Duration;
 
 use roce_stack::verbs::Mtu;
 
+pub use crate::backend::BackendKind;
+pub use remote::{check_remote, run_remote, Remote, RemoteRole, DEFAULT_PORT};
 pub use stats::{BwStats, LatStats};
+
+/// The transport line of an in-process run on the `mem` backend.
+pub const MEM_TRANSPORT: &str = "in-memory wire (one thread per side)";
 
 /// The value each FETCH_AND_ADD adds to the server's counter.
 pub const ATOMIC_ADD: u64 = 7;
@@ -188,6 +203,8 @@ pub struct PerfConfig {
     pub seed: u64,
     /// Write the delivered frames of both directions to this pcap file.
     pub pcap: Option<PathBuf>,
+    /// What carries the frames.
+    pub backend: BackendKind,
 }
 
 /// Options as given on the command line, before defaults and cross-checks.
@@ -217,6 +234,8 @@ pub struct PerfOptions {
     pub seed: Option<u64>,
     /// `--pcap`.
     pub pcap: Option<PathBuf>,
+    /// `--backend` (default `mem`).
+    pub backend: Option<BackendKind>,
 }
 
 impl PerfConfig {
@@ -266,6 +285,10 @@ impl PerfConfig {
                 "--qp-timeout must be 0..={MAX_QP_TIMEOUT}, not {qp_timeout}"
             )));
         }
+        let backend = o.backend.unwrap_or(BackendKind::Mem);
+        if backend == BackendKind::Dpdk && cfg!(not(feature = "dpdk")) {
+            return Err(usage(crate::backend::NO_DPDK));
+        }
         let loss = o.loss.unwrap_or(0.0);
         if !(0.0..1.0).contains(&loss) {
             return Err(usage(format!("--loss must be in [0, 1), not {loss}")));
@@ -282,6 +305,7 @@ impl PerfConfig {
             loss,
             seed: o.seed.unwrap_or(1),
             pcap: o.pcap.clone(),
+            backend,
         };
         let mem = engine::memory_needed(&cfg);
         if mem > MAX_MEMORY {
@@ -433,6 +457,11 @@ pub enum Figures {
 pub struct PerfReport {
     /// The configuration that ran.
     pub config: PerfConfig,
+    /// What carried the frames (the table's "Transport" line).
+    pub transport: String,
+    /// In a two-process run, which end this report is from
+    /// (`"client"` / `"server"`).
+    pub side: Option<String>,
     /// Operations completed per QP (total / QPs).
     pub iterations: u64,
     /// Operations completed in all.
@@ -483,11 +512,23 @@ impl PerfReport {
         writeln!(out, "                    {} {} Test", c.op.title(), kind)?;
         writeln!(
             out,
-            " Transport: in-memory wire (one thread per side)   QPs: {}   MTU: {}   TX depth: {}",
+            " Transport: {}   QPs: {}   MTU: {}   TX depth: {}",
+            self.transport,
             c.qps,
             c.mtu.bytes(),
             c.depth()
         )?;
+        if let Some(side) = &self.side {
+            writeln!(
+                out,
+                " Side: {side}{}",
+                if side == "server" {
+                    " (figures measured by the client)"
+                } else {
+                    ""
+                }
+            )?;
+        }
         if c.loss > 0.0 {
             writeln!(
                 out,
@@ -535,6 +576,17 @@ impl PerfReport {
             }
         }
         writeln!(out, "{RULE}")?;
+        if self.side.is_some() {
+            writeln!(
+                out,
+                " Total: {} bytes in {} operations ({} QP(s) x {} iterations x {} bytes)",
+                self.total_ops * c.size,
+                self.total_ops,
+                c.qps,
+                self.iterations,
+                c.size
+            )?;
+        }
         if !self.retrans.is_empty() {
             writeln!(out, " Retransmission counters (client / server):")?;
             for (name, a, b) in &self.retrans {

@@ -2,12 +2,13 @@
 //! final verification.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use roce_stack::backend::FrameIo;
 use roce_stack::testing::Rng;
 use roce_stack::time::Instant;
 use roce_stack::transport::ack_timeout;
@@ -17,12 +18,15 @@ use roce_stack::verbs::{
     QpState, QpType, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 
-use super::link::{self, Port, Tap};
 use super::stats;
 use super::{
     Figures, Limit, Op, PerfConfig, PerfError, PerfReport, Placement, ATOMIC_ADD, RETRANS_COUNTERS,
     STALL,
 };
+use crate::backend::mem::{self, FrameTap, MemConfig};
+use crate::backend::pcap::PcapTap;
+use crate::backend::udp::{UdpConfig, UdpIo};
+use crate::backend::{mac_for_ip, BackendKind};
 
 /// I/O virtual address of the client's (aligned) memory.
 const CLIENT_BASE: u64 = 0x0000_7f00_0000_0000;
@@ -39,6 +43,8 @@ const RETRY_CNT: u8 = 7;
 const RNR_RETRY: u8 = 7;
 /// Frames handled, and frames transmitted, per loop iteration at most.
 const BURST: usize = 64;
+/// The in-process `udp` run's two sides (loopback addresses).
+const UDP_LOOPBACK: [Ipv4Addr; 2] = [Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(127, 0, 0, 2)];
 /// wr_id layout: QP index above bit 40, per-QP operation index below.
 const WR_QP_SHIFT: u32 = 40;
 const WR_IDX_MASK: u64 = (1 << WR_QP_SHIFT) - 1;
@@ -166,30 +172,213 @@ fn send_pattern(seed: u64, r: usize, size: usize) -> Vec<u8> {
     p
 }
 
-fn test_device(i: u8, netdev_mtu: usize) -> Device {
-    Device::new(DeviceConfig {
-        mac: [0x02, 0, 0, 0, 0, i + 1],
-        gids: vec![Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, i + 1))],
-        netdev_mtu,
+/// Which end of the test a device is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The requester (perftest's client).
+    Client,
+    /// The responder (perftest's server).
+    Server,
+}
+
+impl Role {
+    fn index(self) -> usize {
+        match self {
+            Role::Client => 0,
+            Role::Server => 1,
+        }
+    }
+}
+
+/// The device configuration of a side at `ip` / `mac`: GID 0 is the IP, and
+/// a 9000-byte Ethernet when the path MTU needs one (2048 and 4096; a
+/// device's active MTU is its Ethernet MTU − 80, as in rxe), 1500 otherwise.
+pub(crate) fn device_config(cfg: &PerfConfig, ip: IpAddr, mac: [u8; 6]) -> DeviceConfig {
+    let mtu = cfg.mtu.bytes();
+    DeviceConfig {
+        mac,
+        gids: vec![Gid::from_ip(ip)],
+        netdev_mtu: if mtu + 80 <= 1500 { 1500 } else { 9000 },
         ..DeviceConfig::default()
+    }
+}
+
+/// The largest frame a run sends, bytes (path MTU + headers, rounded up).
+pub(crate) fn frame_cap(cfg: &PerfConfig) -> usize {
+    cfg.mtu.bytes() + 256
+}
+
+/// The initial PSNs `[client, server]` of each QP pair, from the seed
+/// (perftest draws them at random).
+pub(crate) fn initial_psns(cfg: &PerfConfig) -> Vec<[u32; 2]> {
+    let mut rng = Rng::new(cfg.seed ^ 0x0050_534E);
+    (0..cfg.qps)
+        .map(|_| {
+            [
+                (rng.next_u64() & 0xFF_FFFF) as u32,
+                (rng.next_u64() & 0xFF_FFFF) as u32,
+            ]
+        })
+        .collect()
+}
+
+/// What one side tells the other to connect to it: addresses, QPNs and
+/// initial PSNs, and its memory region (exchanged over the TCP side channel
+/// between processes, handed over directly in one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Endpoint {
+    /// GID 0.
+    pub(crate) gid: Gid,
+    /// MAC address.
+    pub(crate) mac: [u8; 6],
+    /// The UDP socket peers send to (`udp` backend).
+    pub(crate) udp: Option<SocketAddr>,
+    /// I/O virtual address of the memory region.
+    pub(crate) va: u64,
+    /// Its R_Key.
+    pub(crate) rkey: u32,
+    /// Its length, bytes.
+    pub(crate) len: u64,
+    /// `(QPN, initial send PSN)` of each QP, in QP-index order.
+    pub(crate) qps: Vec<(u32, u32)>,
+}
+
+/// One side, set up and not yet connected: device, PD, CQ, QPs in RESET,
+/// memory registered.
+pub(crate) struct Local {
+    dev: Device,
+    cq: u32,
+    qpn: Vec<u32>,
+    psn: Vec<u32>,
+    mem: Mem,
+    role: Role,
+}
+
+impl Local {
+    /// What the peer needs to connect to this side.
+    pub(crate) fn endpoint(&self, udp: Option<SocketAddr>) -> Endpoint {
+        Endpoint {
+            gid: self.dev.gid(0).unwrap_or_default(),
+            mac: self.dev.config().mac,
+            udp,
+            va: self.mem.base,
+            rkey: self.mem.keys.rkey,
+            len: self.mem.len as u64,
+            qps: self
+                .qpn
+                .iter()
+                .copied()
+                .zip(self.psn.iter().copied())
+                .collect(),
+        }
+    }
+}
+
+/// Create a side's PD, CQ, QPs (RESET) and memory region on `dev`; `psn`
+/// holds each QP's initial send PSN; the region starts `mr_offset` bytes
+/// past a page boundary (0 normally; benches vary it).
+pub(crate) fn build_local(
+    cfg: &PerfConfig,
+    role: Role,
+    mut dev: Device,
+    psn: Vec<u32>,
+    mr_offset: usize,
+) -> Result<Local, String> {
+    let lay = layout(cfg);
+    let q = cfg.qps as usize;
+    let depth = u64::from(cfg.depth());
+    let size = cfg.size as usize;
+    let seed = cfg.seed;
+    let pd = dev.alloc_pd();
+    let cqe = q * (depth as usize) * 2 + 64;
+    let cq = dev.create_cq(cqe);
+    let rx_depth = if cfg.op == Op::Send { cfg.depth() } else { 1 };
+    let mut qpn = Vec::with_capacity(q);
+    for _ in 0..q {
+        let init = QpInitAttr {
+            qp_type: QpType::Rc,
+            send_cq: cq,
+            recv_cq: cq,
+            cap: QpCap {
+                max_send_wr: cfg.depth(),
+                max_recv_wr: rx_depth,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        };
+        qpn.push(
+            dev.create_qp(pd, &init)
+                .map_err(|e| format!("create_qp: {e}"))?,
+        );
+    }
+    let len = lay.len[role.index()] as usize;
+    let (base, mc) = match role {
+        Role::Client => (CLIENT_BASE, mr_offset),
+        Role::Server => (SERVER_BASE, mr_offset),
+    };
+    let mem = match (role, cfg.op) {
+        (Role::Client, Op::Write) => {
+            reg_aligned(&mut dev, pd, base, len, mc, |b| client_pattern(b, seed))?
+        }
+        (Role::Server, Op::Read) => {
+            reg_aligned(&mut dev, pd, base, len, mc, |b| server_pattern(b, seed))?
+        }
+        (Role::Client, Op::Send) => {
+            let stride = lay.stride as usize;
+            reg_aligned(&mut dev, pd, base, len, mc, |b| {
+                for r in 0..q {
+                    let p = send_pattern(seed, r, size);
+                    for slot in 0..depth as usize {
+                        let o = (r * depth as usize + slot) * stride;
+                        b[o..o + size].copy_from_slice(&p);
+                    }
+                }
+            })?
+        }
+        (Role::Server, Op::Atomic) => reg_aligned(&mut dev, pd, base, len, mc, |b| b.fill(0))?,
+        _ => reg_aligned(&mut dev, pd, base, len, mc, |b| b.fill(0x5A))?,
+    };
+    Ok(Local {
+        dev,
+        cq,
+        qpn,
+        psn,
+        mem,
+        role,
     })
 }
 
-/// Bring QP pair `qpn` (client, server) to RTS, each addressed to the other,
-/// as `roce_stack::testing::connect` does (IBTA 1.7 §10.3.1 and the attribute
-/// table of ROCEV2-DIGEST §5).
-fn connect(
-    dev: &mut [Device; 2],
-    qpn: [u32; 2],
-    psn: [u32; 2],
+/// The client's WRITE source pattern (and what the server must hold after).
+fn client_pattern(b: &mut [u8], seed: u64) {
+    fill_random(b, seed ^ 0xC11E);
+}
+
+/// The server's READ source pattern (and what the client must hold after).
+fn server_pattern(b: &mut [u8], seed: u64) {
+    fill_random(b, seed ^ 0x5E4E);
+}
+
+/// Bring every QP of `local` to RTS, addressed to `peer` (IBTA 1.7
+/// §10.3.1 and the attribute table of ROCEV2-DIGEST §5, as
+/// `roce_stack::testing::connect` does).
+pub(crate) fn connect_local(
+    local: &mut Local,
+    peer: &Endpoint,
     cfg: &PerfConfig,
 ) -> Result<(), String> {
-    for s in 0..2 {
-        let peer = 1 - s;
-        let peer_gid = dev[peer].gid(0).ok_or("no GID")?;
-        let peer_mac = dev[peer].config().mac;
-        let d = &mut dev[s];
-        let err = |what: &str, e| format!("modify_qp 0x{:06x} to {what}: {e}", qpn[s]);
+    if peer.qps.len() != local.qpn.len() {
+        return Err(format!(
+            "the peer has {} QPs, this side {}",
+            peer.qps.len(),
+            local.qpn.len()
+        ));
+    }
+    for (r, &qpn) in local.qpn.iter().enumerate() {
+        let (peer_qpn, peer_psn) = peer.qps[r];
+        let d = &mut local.dev;
+        let err = |what: &str, e| format!("modify_qp 0x{qpn:06x} to {what}: {e}");
         let mut a = QpAttr {
             qp_state: QpState::Init,
             qp_access_flags: AccessFlags::LOCAL_WRITE
@@ -199,7 +388,7 @@ fn connect(
             ..QpAttr::default()
         };
         d.modify_qp(
-            qpn[s],
+            qpn,
             &a,
             QpAttrMask::STATE
                 | QpAttrMask::PKEY_INDEX
@@ -209,18 +398,18 @@ fn connect(
         .map_err(|e| err("INIT", e))?;
         a.qp_state = QpState::Rtr;
         a.ah_attr = AddressVector {
-            dgid: peer_gid,
-            dmac: peer_mac,
+            dgid: peer.gid,
+            dmac: peer.mac,
             hop_limit: 64,
             ..AddressVector::default()
         };
         a.path_mtu = cfg.mtu;
-        a.dest_qp_num = qpn[peer];
-        a.rq_psn = psn[peer];
+        a.dest_qp_num = peer_qpn;
+        a.rq_psn = peer_psn;
         a.max_dest_rd_atomic = RD_ATOMIC;
         a.min_rnr_timer = MIN_RNR_TIMER;
         d.modify_qp(
-            qpn[s],
+            qpn,
             &a,
             QpAttrMask::STATE
                 | QpAttrMask::AV
@@ -232,13 +421,13 @@ fn connect(
         )
         .map_err(|e| err("RTR", e))?;
         a.qp_state = QpState::Rts;
-        a.sq_psn = psn[s];
+        a.sq_psn = local.psn[r];
         a.timeout = cfg.qp_timeout;
         a.retry_cnt = RETRY_CNT;
         a.rnr_retry = RNR_RETRY;
         a.max_rd_atomic = RD_ATOMIC;
         d.modify_qp(
-            qpn[s],
+            qpn,
             &a,
             QpAttrMask::STATE
                 | QpAttrMask::TIMEOUT
@@ -254,7 +443,7 @@ fn connect(
 
 /// State shared by the threads.
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     start: std::time::Instant,
     state: AtomicU8,
     /// Operations the client has completed.
@@ -336,45 +525,39 @@ fn event_error(side: &str, ev: AsyncEvent) -> String {
     }
 }
 
-/// One pass of the frame path: received frames in, timers, transmit out.
+/// One pass of the receive path: received frames in, then the timers.
 /// Returns whether anything happened.
-fn drive_rx(dev: &mut Device, port: &mut Port, now: Instant) -> bool {
-    let mut work = false;
-    for _ in 0..BURST {
-        let Some(f) = port.recv() else { break };
-        dev.handle_frame(now, f.frame());
-        port.release(f);
-        work = true;
-    }
+fn drive_rx<B: FrameIo>(dev: &mut Device, io: &mut B, now: Instant) -> Result<bool, String> {
+    let n = io
+        .rx_burst(BURST, &mut |f| dev.handle_frame(now, f))
+        .map_err(|e| format!("backend receive: {e}"))?;
+    let mut work = n > 0;
     if dev.poll_timeout().is_some_and(|t| t <= now) {
         dev.handle_timeout(now);
         work = true;
     }
-    work
+    Ok(work)
 }
 
-fn drive_tx(dev: &mut Device, port: &mut Port, now: Instant) -> bool {
-    let mut work = false;
-    for _ in 0..BURST {
-        let Some(mut b) = port.take() else { break };
-        match dev.poll_transmit(now, b.space()) {
-            Some(n) => {
-                port.send(b, n);
-                work = true;
-            }
-            None => {
-                port.keep(b);
-                break;
-            }
-        }
-    }
-    work
+/// One pass of the transmit path; adds the frames sent to `sent`.
+fn drive_tx<B: FrameIo>(
+    dev: &mut Device,
+    io: &mut B,
+    now: Instant,
+    sent: &mut u64,
+) -> Result<bool, String> {
+    let n = io
+        .tx_burst(BURST, &mut |buf| dev.poll_transmit(now, buf))
+        .map_err(|e| format!("backend transmit: {e}"))?;
+    *sent += n as u64;
+    Ok(n > 0)
 }
 
-/// The requester side (10.0.0.1).
-struct Client {
+/// The requester side.
+pub(crate) struct Client<B> {
     dev: Device,
-    port: Port,
+    io: B,
+    sent: u64,
     cq: u32,
     qpn: Vec<u32>,
     mem: Mem,
@@ -406,18 +589,18 @@ struct Client {
 }
 
 /// What the client hands back.
-struct ClientOut {
-    dev: Device,
+pub(crate) struct ClientOut<B> {
+    pub(crate) dev: Device,
+    pub(crate) io: B,
     mem: Mem,
-    sent: u64,
-    dropped: u64,
-    total_done: u64,
+    pub(crate) sent: u64,
+    pub(crate) total_done: u64,
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
     samples: Vec<u64>,
 }
 
-impl Client {
+impl<B: FrameIo> Client<B> {
     fn post(&mut self, r: usize, now: u64) -> Result<(), String> {
         let k = self.posted[r];
         let wr_id = (r as u64) << WR_QP_SHIFT | (k & WR_IDX_MASK);
@@ -581,7 +764,7 @@ impl Client {
         }
     }
 
-    fn run(mut self, sh: &Shared) -> Result<ClientOut, String> {
+    pub(crate) fn run(mut self, sh: &Shared) -> Result<ClientOut<B>, String> {
         let mut guard = AbortGuard(sh, true);
         let mut wcs = [blank_wc(); 64];
         let mut idle = Idle::default();
@@ -589,7 +772,7 @@ impl Client {
         loop {
             let now_ns = sh.now_ns();
             let now = Instant::from_nanos(now_ns);
-            let mut work = drive_rx(&mut self.dev, &mut self.port, now);
+            let mut work = drive_rx(&mut self.dev, &mut self.io, now)?;
             // Completions first: an error completion says more than the
             // QP-fatal event that follows it.
             loop {
@@ -617,7 +800,7 @@ impl Client {
                 break;
             }
             work |= self.post_work(sh)?;
-            work |= drive_tx(&mut self.dev, &mut self.port, now);
+            work |= drive_tx(&mut self.dev, &mut self.io, now, &mut self.sent)?;
             if sh.state() == ABORT {
                 return Err("the server side failed".into());
             }
@@ -640,8 +823,8 @@ impl Client {
         sh.set(DONE);
         guard.1 = false;
         Ok(ClientOut {
-            sent: self.port.sent,
-            dropped: self.port.dropped,
+            sent: self.sent,
+            io: self.io,
             dev: self.dev,
             mem: self.mem,
             total_done: self.total_done,
@@ -662,10 +845,11 @@ fn nonzero_counters(dev: &Device) -> String {
     v.join(" ")
 }
 
-/// The responder side (10.0.0.2).
-struct Server {
+/// The responder side.
+pub(crate) struct Server<B> {
     dev: Device,
-    port: Port,
+    io: B,
+    sent: u64,
     cq: u32,
     qpn: Vec<u32>,
     qp_index: HashMap<u32, usize>,
@@ -681,15 +865,15 @@ struct Server {
     received: u64,
 }
 
-struct ServerOut {
-    dev: Device,
+pub(crate) struct ServerOut<B> {
+    pub(crate) dev: Device,
+    pub(crate) io: B,
     mem: Mem,
-    sent: u64,
-    dropped: u64,
-    received: u64,
+    pub(crate) sent: u64,
+    pub(crate) received: u64,
 }
 
-impl Server {
+impl<B: FrameIo> Server<B> {
     fn post_recv(&mut self, r: usize, slot: u64) -> Result<(), String> {
         let off = (r as u64 * self.depth + slot) * self.lay.stride;
         let sge = [Sge {
@@ -783,19 +967,19 @@ impl Server {
         }
     }
 
-    fn run(mut self, sh: &Shared) -> Result<ServerOut, String> {
+    pub(crate) fn run(mut self, sh: &Shared) -> Result<ServerOut<B>, String> {
         let mut guard = AbortGuard(sh, true);
         let mut wcs = [blank_wc(); 64];
         let mut idle = Idle::default();
         loop {
             let now_ns = sh.now_ns();
             let now = Instant::from_nanos(now_ns);
-            let mut work = drive_rx(&mut self.dev, &mut self.port, now);
+            let mut work = drive_rx(&mut self.dev, &mut self.io, now)?;
             work |= self.poll(&mut wcs)?;
             if let Some(ev) = self.dev.poll_event() {
                 return Err(event_error("server", ev));
             }
-            work |= drive_tx(&mut self.dev, &mut self.port, now);
+            work |= drive_tx(&mut self.dev, &mut self.io, now, &mut self.sent)?;
             match sh.state() {
                 RUNNING => {}
                 DONE => {
@@ -812,8 +996,8 @@ impl Server {
         }
         guard.1 = false;
         Ok(ServerOut {
-            sent: self.port.sent,
-            dropped: self.port.dropped,
+            sent: self.sent,
+            io: self.io,
             dev: self.dev,
             mem: self.mem,
             received: self.received,
@@ -821,27 +1005,281 @@ impl Server {
     }
 }
 
+/// The client of a connected `local` side, sending over `io` to `peer`.
+pub(crate) fn client<B: FrameIo>(
+    cfg: &PerfConfig,
+    local: Local,
+    peer: &Endpoint,
+    io: B,
+) -> Result<Client<B>, String> {
+    if local.role != Role::Client {
+        return Err("not a client side".into());
+    }
+    let q = cfg.qps as usize;
+    let iters = match cfg.limit {
+        Limit::Iters(n) => Some(n),
+        Limit::Duration(_) => None,
+    };
+    let duration_ns = match cfg.limit {
+        Limit::Duration(d) => Some(d.as_nanos() as u64),
+        Limit::Iters(_) => None,
+    };
+    let expected = iters.map_or(1 << 16, |n| n.saturating_mul(q as u64).min(1 << 24)) as usize;
+    let stall = ack_timeout(cfg.qp_timeout).unwrap_or_default() * 3;
+    Ok(Client {
+        dev: local.dev,
+        io,
+        sent: 0,
+        cq: local.cq,
+        qpn: local.qpn,
+        mem: local.mem,
+        peer_base: peer.va,
+        peer_rkey: peer.rkey,
+        op: cfg.op,
+        lat: cfg.lat,
+        size: cfg.size,
+        depth: u64::from(cfg.depth()),
+        lay: layout(cfg),
+        iters,
+        duration_ns,
+        stall_ns: stall.max(STALL).as_nanos() as u64,
+        posted: vec![0; q],
+        done: vec![0; q],
+        total_posted: 0,
+        total_done: 0,
+        tposted: Vec::with_capacity(expected),
+        tcompleted: Vec::with_capacity(expected),
+        samples: Vec::with_capacity(if cfg.lat { expected } else { 0 }),
+        lat_post: 0,
+        next_qp: 0,
+        first_post: None,
+        stop_posting: false,
+        seen: Vec::new(),
+    })
+}
+
+/// The server of a connected `local` side, over `io`; SEND receive buffers
+/// posted.
+pub(crate) fn server<B: FrameIo>(
+    cfg: &PerfConfig,
+    local: Local,
+    io: B,
+) -> Result<Server<B>, String> {
+    if local.role != Role::Server {
+        return Err("not a server side".into());
+    }
+    let q = cfg.qps as usize;
+    let depth = u64::from(cfg.depth());
+    let mut server = Server {
+        dev: local.dev,
+        io,
+        sent: 0,
+        cq: local.cq,
+        qp_index: local.qpn.iter().enumerate().map(|(r, p)| (*p, r)).collect(),
+        qpn: local.qpn,
+        mem: local.mem,
+        op: cfg.op,
+        size: cfg.size,
+        depth,
+        lay: layout(cfg),
+        expect: vec![0; q],
+        patterns: Vec::new(),
+        received: 0,
+    };
+    if server.op == Op::Send {
+        server.patterns = (0..q)
+            .map(|r| send_pattern(cfg.seed, r, cfg.size as usize))
+            .collect();
+        for r in 0..q {
+            for slot in 0..depth {
+                server.post_recv(r, slot)?;
+            }
+        }
+    }
+    Ok(server)
+}
+
+impl Shared {
+    /// Run state shared by the threads of one process, clock starting now.
+    pub(crate) fn new(start: std::time::Instant) -> Shared {
+        Shared {
+            start,
+            state: AtomicU8::new(RUNNING),
+            progress: AtomicU64::new(0),
+        }
+    }
+    /// Operations the client has completed so far.
+    pub(crate) fn progress(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
+    }
+    /// The other process finished (server: the client said so).
+    pub(crate) fn finish(&self) {
+        self.set(DONE);
+    }
+    /// Stop the run (the other side failed or vanished).
+    pub(crate) fn abort(&self) {
+        self.set(ABORT);
+    }
+}
+
+/// Run `f` on a thread of its own while the calling thread reports
+/// progress about every 100 ms.
+pub(crate) fn with_progress<T: Send>(
+    sh: &Shared,
+    name: &str,
+    mut progress: Option<&mut dyn FnMut(u64, Duration)>,
+    f: impl FnOnce() -> Result<T, String> + Send,
+) -> Result<T, String> {
+    thread::scope(|scope| {
+        let h = thread::Builder::new()
+            .name(name.into())
+            .spawn_scoped(scope, f)
+            .map_err(|e| format!("cannot start the {name} thread: {e}"))?;
+        let mut last = std::time::Instant::now();
+        while !h.is_finished() {
+            thread::sleep(Duration::from_millis(2));
+            if last.elapsed() >= Duration::from_millis(100) {
+                last = std::time::Instant::now();
+                if let Some(p) = progress.as_mut() {
+                    p(sh.progress(), sh.start.elapsed());
+                }
+            }
+        }
+        h.join()
+            .unwrap_or_else(|_| Err(format!("the {name} thread panicked")))
+    })
+}
+
 /// Build both sides, run them, verify, report.
 pub(crate) fn run(
     cfg: &PerfConfig,
     placement: &Placement,
-    mut progress: Option<&mut dyn FnMut(u64, Duration)>,
+    progress: Option<&mut dyn FnMut(u64, Duration)>,
+) -> Result<PerfReport, PerfError> {
+    match cfg.backend {
+        BackendKind::Mem => run_mem(cfg, placement, progress),
+        BackendKind::Udp => run_udp(cfg, placement, progress),
+        BackendKind::Tap | BackendKind::Dpdk => Err(PerfError::Usage(format!(
+            "--backend {} joins two processes: run `roce perf ... --server` and `roce perf ... --client ADDR`",
+            cfg.backend
+        ))),
+        BackendKind::Pcap => Err(PerfError::Usage(
+            "--backend pcap replays captures (`roce replay`); to record a run use --pcap OUT".into(),
+        )),
+    }
+}
+
+/// Two devices (10.0.0.1 client, 10.0.0.2 server) on the `mem` wire.
+fn run_mem(
+    cfg: &PerfConfig,
+    placement: &Placement,
+    progress: Option<&mut dyn FnMut(u64, Duration)>,
 ) -> Result<PerfReport, PerfError> {
     let start = std::time::Instant::now();
     let tap = match &cfg.pcap {
-        Some(p) => Some(Arc::new(Tap::create(p, start).map_err(PerfError::Pcap)?)),
+        Some(p) => Some(Arc::new(
+            PcapTap::create(p, start).map_err(|e| PerfError::Pcap(e.to_string()))?,
+        )),
         None => None,
     };
-    let (mut client, server) = build(cfg, placement, tap.clone()).map_err(PerfError::Run)?;
-    let sh = Shared {
+    let (a, b) = mem::pair(&MemConfig {
+        frame_cap: frame_cap(cfg),
+        pool: mem::DEFAULT_POOL,
+        loss: cfg.loss,
+        seed: cfg.seed,
+        page_offset: placement.frame_page_offset,
+        tap: tap.clone().map(|t| t as Arc<dyn FrameTap>),
+    });
+    let ips = [Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)];
+    let macs = [[0x02, 0, 0, 0, 0, 1], [0x02, 0, 0, 0, 0, 2]];
+    let r = run_pair(
+        cfg,
+        placement,
+        ips,
+        macs,
+        [None, None],
+        (a, b),
         start,
-        state: AtomicU8::new(RUNNING),
-        progress: AtomicU64::new(0),
+        progress,
+    );
+    let pcap_frames = match &tap {
+        Some(t) => t.finish().map_err(PerfError::Pcap)?,
+        None => 0,
     };
-    client.stall_ns = {
-        let t = ack_timeout(cfg.qp_timeout).unwrap_or_default() * 3;
-        t.max(STALL).as_nanos() as u64
+    let (mut report, c, s) = r?;
+    report.frames_dropped = [c.io.dropped(), s.io.dropped()];
+    report.pcap_frames = pcap_frames;
+    Ok(report)
+}
+
+/// Two devices on kernel UDP sockets, 127.0.0.1 (client) and 127.0.0.2
+/// (server), each on a free port.
+fn run_udp(
+    cfg: &PerfConfig,
+    placement: &Placement,
+    progress: Option<&mut dyn FnMut(u64, Duration)>,
+) -> Result<PerfReport, PerfError> {
+    if cfg.loss > 0.0 || cfg.pcap.is_some() {
+        return Err(PerfError::Usage(
+            "--loss and --pcap need the mem backend".into(),
+        ));
+    }
+    let open = |ip: Ipv4Addr| {
+        UdpIo::bind(UdpConfig::new(SocketAddr::new(IpAddr::V4(ip), 0)))
+            .map_err(|e| PerfError::Run(format!("udp: bind {ip}: {e}")))
     };
+    let a = open(UDP_LOOPBACK[0])?;
+    let b = open(UDP_LOOPBACK[1])?;
+    a.routes().set(b.local_addr().ip(), b.local_addr());
+    b.routes().set(a.local_addr().ip(), a.local_addr());
+    let udp = [Some(a.local_addr()), Some(b.local_addr())];
+    let ips = UDP_LOOPBACK;
+    let macs = ips.map(|i| mac_for_ip(IpAddr::V4(i)));
+    let start = std::time::Instant::now();
+    let (mut report, _, _) = run_pair(cfg, placement, ips, macs, udp, (a, b), start, progress)?;
+    report.transport = format!(
+        "kernel UDP sockets {} <-> {} (one thread per side)",
+        udp[0].map_or(String::new(), |a| a.to_string()),
+        udp[1].map_or(String::new(), |a| a.to_string())
+    );
+    Ok(report)
+}
+
+type PairOut<B> = (PerfReport, ClientOut<B>, ServerOut<B>);
+
+/// Build, connect and run both sides of one process over `io`
+/// `(client, server)`; verify; report (frames dropped and pcap frames left
+/// 0 for the caller).
+#[allow(clippy::too_many_arguments)]
+fn run_pair<B: FrameIo + Send>(
+    cfg: &PerfConfig,
+    placement: &Placement,
+    ips: [Ipv4Addr; 2],
+    macs: [[u8; 6]; 2],
+    udp: [Option<SocketAddr>; 2],
+    io: (B, B),
+    start: std::time::Instant,
+    mut progress: Option<&mut dyn FnMut(u64, Duration)>,
+) -> Result<PairOut<B>, PerfError> {
+    let psns = initial_psns(cfg);
+    let mut sides = Vec::with_capacity(2);
+    for (i, role) in [Role::Client, Role::Server].into_iter().enumerate() {
+        let dev = Device::new(device_config(cfg, IpAddr::V4(ips[i]), macs[i]));
+        let psn = psns.iter().map(|p| p[i]).collect();
+        sides.push(
+            build_local(cfg, role, dev, psn, placement.mr_offset[i]).map_err(PerfError::Run)?,
+        );
+    }
+    let (Some(mut s), Some(mut c)) = (sides.pop(), sides.pop()) else {
+        return Err(PerfError::Run("side set-up".into()));
+    };
+    let ce = c.endpoint(udp[0]);
+    let se = s.endpoint(udp[1]);
+    connect_local(&mut c, &se, cfg).map_err(PerfError::Run)?;
+    connect_local(&mut s, &ce, cfg).map_err(PerfError::Run)?;
+    let client = client(cfg, c, &se, io.0).map_err(PerfError::Run)?;
+    let server = server(cfg, s, io.1).map_err(PerfError::Run)?;
+    let sh = Shared::new(start);
     let (c, s) = thread::scope(|scope| {
         let hc = thread::Builder::new()
             .name("roce-perf-client".into())
@@ -873,7 +1311,7 @@ pub(crate) fn run(
             if last.elapsed() >= Duration::from_millis(100) {
                 last = std::time::Instant::now();
                 if let Some(p) = progress.as_mut() {
-                    p(sh.progress.load(Ordering::Relaxed), start.elapsed());
+                    p(sh.progress(), start.elapsed());
                 }
             }
         }
@@ -885,10 +1323,6 @@ pub(crate) fn run(
             .unwrap_or_else(|_| Err("the server thread panicked".into()));
         (c, s)
     });
-    let pcap_frames = match &tap {
-        Some(t) => t.finish().map_err(PerfError::Pcap)?,
-        None => 0,
-    };
     let (c, s) = match (c, s) {
         (Ok(c), Ok(s)) => (c, s),
         // Report the side that failed first, not the one that was stopped.
@@ -899,12 +1333,8 @@ pub(crate) fn run(
     };
     let verified = verify(cfg, &c, &s)?;
     let q = u64::from(cfg.qps);
-    let mut samples = c.samples;
-    let figures = if cfg.lat {
-        Figures::Lat(stats::lat(&mut samples))
-    } else {
-        Figures::Bw(stats::bw(cfg.size, &c.tposted, &c.tcompleted))
-    };
+    let mut samples = c.samples.clone();
+    let figures = figures(cfg, &c.tposted, &c.tcompleted, &mut samples);
     let retrans = RETRANS_COUNTERS
         .iter()
         .filter_map(|&name| {
@@ -913,179 +1343,155 @@ pub(crate) fn run(
             (a != 0 || b != 0).then_some((name, a, b))
         })
         .collect();
-    Ok(PerfReport {
+    let report = PerfReport {
         config: cfg.clone(),
+        transport: super::MEM_TRANSPORT.into(),
+        side: None,
         iterations: c.total_done / q,
         total_ops: c.total_done,
         figures,
         retrans,
         frames_sent: [c.sent, s.sent],
-        frames_dropped: [c.dropped, s.dropped],
-        pcap_frames,
+        frames_dropped: [0, 0],
+        pcap_frames: 0,
         verified,
-    })
+    };
+    Ok((report, c, s))
 }
 
-/// Create the devices, memory and QPs of both sides, connected.
-fn build(
+/// BW or latency figures of a client's timestamps.
+pub(crate) fn figures(
     cfg: &PerfConfig,
-    placement: &Placement,
-    tap: Option<Arc<Tap>>,
-) -> Result<(Client, Server), String> {
-    let mtu = cfg.mtu.bytes();
-    let netdev_mtu = if mtu + 80 <= 1500 { 1500 } else { 9000 };
-    let mut dev = [test_device(0, netdev_mtu), test_device(1, netdev_mtu)];
-    let lay = layout(cfg);
+    tposted: &[u64],
+    tcompleted: &[u64],
+    samples: &mut [u64],
+) -> Figures {
+    if cfg.lat {
+        Figures::Lat(stats::lat(samples))
+    } else {
+        Figures::Bw(stats::bw(cfg.size, tposted, tcompleted))
+    }
+}
+
+impl<B> ClientOut<B> {
+    /// The latency samples and the post / completion timestamps (ns).
+    pub(crate) fn timestamps(&mut self) -> (&[u64], &[u64], &mut [u64]) {
+        (&self.tposted, &self.tcompleted, &mut self.samples)
+    }
+}
+
+/// The retransmission counters of `dev` that are not zero.
+pub(crate) fn retrans_counters(dev: &Device) -> Vec<(&'static str, u64)> {
+    RETRANS_COUNTERS
+        .iter()
+        .filter_map(|&n| {
+            let v = dev.counters().get(n).unwrap_or(0);
+            (v != 0).then_some((n, v))
+        })
+        .collect()
+}
+
+/// Check, at the server of a two-process run, what the server can see
+/// (WRITE: its memory holds the client's pattern; SEND: every message
+/// arrived, each checked as it came; ATOMIC: the counter); `client_done` is
+/// the client's count of completed operations.
+pub(crate) fn verify_server<B>(
+    cfg: &PerfConfig,
+    s: &ServerOut<B>,
+    client_done: u64,
+) -> Result<String, PerfError> {
+    let vfail = |m: String| PerfError::Verify(m);
+    let sb = s
+        .mem
+        .bytes(&s.dev)
+        .ok_or_else(|| vfail("server MR missing".into()))?;
     let q = cfg.qps as usize;
-    let depth = u64::from(cfg.depth());
     let size = cfg.size as usize;
-    let pd = [dev[0].alloc_pd(), dev[1].alloc_pd()];
-    let cqe = q * (depth as usize) * 2 + 64;
-    let cq = [dev[0].create_cq(cqe), dev[1].create_cq(cqe)];
-    let rx_depth = if cfg.op == Op::Send { cfg.depth() } else { 1 };
-    let mut qpn = vec![[0u32; 2]; q];
-    for pair in qpn.iter_mut() {
-        for s in 0..2 {
-            let init = QpInitAttr {
-                qp_type: QpType::Rc,
-                send_cq: cq[s],
-                recv_cq: cq[s],
-                cap: QpCap {
-                    max_send_wr: cfg.depth(),
-                    max_recv_wr: rx_depth,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                },
-                sq_sig_all: false,
-            };
-            pair[s] = dev[s]
-                .create_qp(pd[s], &init)
-                .map_err(|e| format!("create_qp: {e}"))?;
-        }
-    }
-    // Initial PSNs from the seed (perftest draws them at random).
-    let mut rng = Rng::new(cfg.seed ^ 0x0050_534E);
-    for pair in &qpn {
-        let psn = [
-            (rng.next_u64() & 0xFF_FFFF) as u32,
-            (rng.next_u64() & 0xFF_FFFF) as u32,
-        ];
-        connect(&mut dev, *pair, psn, cfg)?;
-    }
-    let seed = cfg.seed;
-    let [mc, ms] = placement.mr_offset;
-    let len = lay.len.map(|l| l as usize);
-    let (cmem, smem) = match cfg.op {
-        Op::Write => (
-            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, len[0], mc, |b| {
-                fill_random(b, seed ^ 0xC11E)
-            })?,
-            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, len[1], ms, |b| {
-                b.fill(0x5A)
-            })?,
-        ),
-        Op::Read => (
-            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, len[0], mc, |b| {
-                b.fill(0x5A)
-            })?,
-            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, len[1], ms, |b| {
-                fill_random(b, seed ^ 0x5E4E)
-            })?,
-        ),
-        Op::Send => {
-            let stride = lay.stride as usize;
-            let c = reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, len[0], mc, |b| {
-                for r in 0..q {
-                    let p = send_pattern(seed, r, size);
-                    for slot in 0..depth as usize {
-                        let o = (r * depth as usize + slot) * stride;
-                        b[o..o + size].copy_from_slice(&p);
-                    }
+    let lay = layout(cfg);
+    match cfg.op {
+        Op::Write => {
+            let mut want = vec![0u8; lay.len[0] as usize];
+            client_pattern(&mut want, cfg.seed);
+            for r in 0..q {
+                let o = r * lay.region as usize;
+                if let Some(i) = first_diff(&sb[o..o + size], &want[o..o + size]) {
+                    return Err(vfail(format!(
+                        "QP {r}: server MR differs from the client's data at byte {i} of {size} ({:#04x}, expected {:#04x})",
+                        sb[o + i],
+                        want[o + i]
+                    )));
                 }
-            })?;
-            let s = reg_aligned(&mut dev[1], pd[1], SERVER_BASE, len[1], ms, |b| {
-                b.fill(0x5A)
-            })?;
-            (c, s)
-        }
-        Op::Atomic => (
-            reg_aligned(&mut dev[0], pd[0], CLIENT_BASE, len[0], mc, |b| {
-                b.fill(0x5A)
-            })?,
-            reg_aligned(&mut dev[1], pd[1], SERVER_BASE, len[1], ms, |b| b.fill(0))?,
-        ),
-    };
-    let (cport, sport) = link::wire(
-        mtu + 256,
-        cfg.loss,
-        cfg.seed,
-        tap,
-        placement.frame_page_offset,
-    );
-    let [d0, d1] = dev;
-    let iters = match cfg.limit {
-        Limit::Iters(n) => Some(n),
-        Limit::Duration(_) => None,
-    };
-    let duration_ns = match cfg.limit {
-        Limit::Duration(d) => Some(d.as_nanos() as u64),
-        Limit::Iters(_) => None,
-    };
-    let expected = iters.map_or(1 << 16, |n| n.saturating_mul(q as u64).min(1 << 24)) as usize;
-    let client = Client {
-        dev: d0,
-        port: cport,
-        cq: cq[0],
-        qpn: qpn.iter().map(|p| p[0]).collect(),
-        mem: cmem,
-        peer_base: smem.base,
-        peer_rkey: smem.keys.rkey,
-        op: cfg.op,
-        lat: cfg.lat,
-        size: cfg.size,
-        depth,
-        lay,
-        iters,
-        duration_ns,
-        stall_ns: STALL.as_nanos() as u64,
-        posted: vec![0; q],
-        done: vec![0; q],
-        total_posted: 0,
-        total_done: 0,
-        tposted: Vec::with_capacity(expected),
-        tcompleted: Vec::with_capacity(expected),
-        samples: Vec::with_capacity(if cfg.lat { expected } else { 0 }),
-        lat_post: 0,
-        next_qp: 0,
-        first_post: None,
-        stop_posting: false,
-        seen: Vec::new(),
-    };
-    let mut server = Server {
-        dev: d1,
-        port: sport,
-        cq: cq[1],
-        qp_index: qpn.iter().enumerate().map(|(r, p)| (p[1], r)).collect(),
-        qpn: qpn.iter().map(|p| p[1]).collect(),
-        mem: smem,
-        op: cfg.op,
-        size: cfg.size,
-        depth,
-        lay,
-        expect: vec![0; q],
-        patterns: Vec::new(),
-        received: 0,
-    };
-    if server.op == Op::Send {
-        server.patterns = (0..q).map(|r| send_pattern(seed, r, size)).collect();
-        for r in 0..q {
-            for slot in 0..depth {
-                server.post_recv(r, slot)?;
             }
+            Ok(format!(
+                "server MR equals the client's pattern, {q} QP(s) x {size} bytes"
+            ))
+        }
+        Op::Read => Ok("the server's memory was read; the client checks the data".into()),
+        Op::Send => {
+            if s.received != client_done {
+                return Err(vfail(format!(
+                    "the server received {} messages, the client completed {client_done}",
+                    s.received
+                )));
+            }
+            Ok(format!(
+                "{} messages received, each with its length, sequence number and {size} bytes checked",
+                s.received
+            ))
+        }
+        Op::Atomic => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&sb[..8]);
+            let counter = u64::from_ne_bytes(b);
+            let want = client_done * ATOMIC_ADD;
+            if counter != want {
+                return Err(vfail(format!(
+                    "the server's counter is {counter}, expected {client_done} FETCH_ADDs x {ATOMIC_ADD} = {want}"
+                )));
+            }
+            Ok(format!(
+                "counter = {client_done} FETCH_ADDs x {ATOMIC_ADD} = {counter}, every fetched value distinct"
+            ))
         }
     }
-    Ok((client, server))
+}
+
+/// Check, at the client of a two-process run, what the client can see
+/// (READ: its memory holds the server's pattern). `None` when the server
+/// checks the data.
+pub(crate) fn verify_client<B>(
+    cfg: &PerfConfig,
+    c: &ClientOut<B>,
+) -> Result<Option<String>, PerfError> {
+    let vfail = |m: String| PerfError::Verify(m);
+    if c.total_done == 0 {
+        return Err(vfail("no operation completed".into()));
+    }
+    if cfg.op != Op::Read {
+        return Ok(None);
+    }
+    let cb = c
+        .mem
+        .bytes(&c.dev)
+        .ok_or_else(|| vfail("client MR missing".into()))?;
+    let lay = layout(cfg);
+    let size = cfg.size as usize;
+    let mut want = vec![0u8; lay.len[1] as usize];
+    server_pattern(&mut want, cfg.seed);
+    for r in 0..cfg.qps as usize {
+        let o = r * lay.region as usize;
+        if let Some(i) = first_diff(&cb[o..o + size], &want[o..o + size]) {
+            return Err(vfail(format!(
+                "QP {r}: client MR differs from the server's data at byte {i} of {size} ({:#04x}, expected {:#04x})",
+                cb[o + i],
+                want[o + i]
+            )));
+        }
+    }
+    Ok(Some(format!(
+        "client MR equals the server's pattern, {} QP(s) x {size} bytes",
+        cfg.qps
+    )))
 }
 
 /// The first byte where `got` and `want` differ.
@@ -1094,7 +1500,7 @@ fn first_diff(got: &[u8], want: &[u8]) -> Option<usize> {
 }
 
 /// Check the data (the module documentation of `perf` lists what).
-fn verify(cfg: &PerfConfig, c: &ClientOut, s: &ServerOut) -> Result<String, PerfError> {
+fn verify<B>(cfg: &PerfConfig, c: &ClientOut<B>, s: &ServerOut<B>) -> Result<String, PerfError> {
     let vfail = |m: String| PerfError::Verify(m);
     let cb = c
         .mem

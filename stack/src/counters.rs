@@ -99,6 +99,24 @@ counters! {
     rx_atomic_requests,
     /// Completions lost to a CQ overrun (each also raises `AsyncEvent::CqErr`).
     cq_overrun,
-    /// CNPs received (handled by congestion control, counted here).
+    /// CNPs received (every one, before the checks below).
     rx_cnp,
+    /// CNPs whose DestQP is not a QP of this device (dropped; the
+    /// `rx_qp_not_found` of CNPs).
+    rx_cnp_qp_not_found,
+    /// Reaction point: CNPs handed to a QP's DCQCN reaction point (mlx5
+    /// `rp_cnp_handled`).
+    rp_cnp_handled,
+    /// Reaction point: CNPs for an existing QP that changed nothing, because
+    /// the reaction point is disabled (`CcConfig::rp_enabled`) or the QP is
+    /// not in a sending state (RTS, SQD) (mlx5 `rp_cnp_ignored`).
+    rp_cnp_ignored,
+    /// Notification point: CE-marked RoCEv2 packets accepted for a QP (mlx5
+    /// `np_ecn_marked_roce_packets`); counted with the NP enabled or not.
+    np_ecn_marked_roce_packets,
+    /// Notification point: CNPs sent (mlx5 `np_cnp_sent`).
+    np_cnp_sent,
+    /// Notification point: CNPs not sent because the NP flow table was full
+    /// of flows still inside their `min_time_between_cnps`.
+    np_cnp_dropped,
 }

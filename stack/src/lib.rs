@@ -6,7 +6,13 @@
 //! - [`verbs`]: the ibverbs-shaped API; [`verbs::Device`] is the entry point:
 //!   frames and the current time in, frames, completions and deadlines out.
 //! - [`transport`]: the RC requester, completer and responder, UC and UD.
+//! - [`cc`]: congestion control: ECN, CNPs, the DCQCN reaction point and
+//!   the per-QP pacer.
 //! - [`backend`]: the burst interface every frame mover implements.
+//! - [`pfc`]: 802.1Qbb PFC / 802.3x PAUSE generation (XOFF/XON thresholds),
+//!   honouring (per-priority pause timers), headroom and priority mapping.
+//! - [`neigh`]: ARP/NDP responder and resolver and ICMP echo responder for an
+//!   Ethernet port, and the loop step joining it, a device and a backend.
 //! - [`testing`]: a deterministic two-device wire with fault injection.
 //!
 //! The core never does I/O and never reads a clock ([`time::Instant`] is
@@ -15,8 +21,11 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod cc;
 pub mod counters;
 pub mod icrc;
+pub mod neigh;
+pub mod pfc;
 pub mod testing;
 pub mod time;
 pub mod transport;

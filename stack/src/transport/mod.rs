@@ -20,6 +20,9 @@ use crate::verbs::wr::{NetworkHdrType, Sge, Wc, WcFlags, WcOpcode};
 use crate::verbs::AsyncEvent;
 
 /// Build the next frame `qp` wants to send: responses first, then requests.
+/// (`inline(always)`: the device's fast path and its paced path both call
+/// it, and the fast path must not pay a call for the second caller.)
+#[inline(always)]
 pub(crate) fn produce(
     qp: &mut Qp,
     ctx: &mut Ctx<'_>,

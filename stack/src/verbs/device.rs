@@ -13,11 +13,26 @@
 //! and timers sit in an ordered set with exactly one entry per armed QP timer
 //! (a cancelled timer is removed at once), so [`Device::poll_timeout`] is exact
 //! and `None` when no timer is armed.
+//!
+//! Congestion control ([`crate::cc`]): CE-marked packets make the device queue
+//! CNPs (sent by `poll_transmit` before anything else); received CNPs drive
+//! the DCQCN reaction point of their QP, and a QP with an active reaction
+//! point is paced: `poll_transmit` skips it until its pacer releases it, and
+//! the release time is one of the timers `poll_timeout` reports.
+//!
+//! Flow control ([`crate::pfc`]): received PFC and 802.3x PAUSE frames stop
+//! the paused priorities at once (QPs of a paused priority, and CNPs when
+//! theirs is, are skipped by `poll_transmit`); the pause expiry is one of the
+//! deadlines `poll_timeout` reports, and XON resumes at once.
 
 use std::collections::{BTreeSet, VecDeque};
 
 use super::keymap::KeyMap;
 use std::net::IpAddr;
+
+use crate::cc::{self, Admit, CcConfig, CnpPath, NotificationPoint, QpCc, ReactionPoint};
+use crate::pfc::classify::{PrioMap, Trust};
+use crate::pfc::pause::{Disposition, PauseConfig, PauseState, RxPauseCounters};
 
 use super::cq::Cq;
 use super::mr::{Mr, MrTable};
@@ -30,8 +45,8 @@ use crate::transport::av::{udp_sport, Gid};
 use crate::transport::psn::Psn;
 use crate::transport::{rc, uc, ud};
 use crate::wire::{
-    DropCounters, Error as WireError, EthRepr, Ipv4Repr, Ipv6Repr, NetRepr, RocePacket, Transport,
-    UdpChecksum, UdpRepr, ROCEV2_UDP_PORT,
+    DropCounters, Error as WireError, EthRepr, Ipv4Repr, Ipv6Repr, NetInfo, NetRepr, RocePacket,
+    Transport, UdpChecksum, UdpRepr, VlanTag, ROCEV2_UDP_PORT,
 };
 
 /// Static facts about the (single) port.
@@ -51,6 +66,39 @@ pub struct DeviceConfig {
     pub ack_coalesce: u32,
     /// Requester: set AckReq at least every this many packets (rxe: 64).
     pub ackreq_interval: u32,
+    /// Congestion control: ECN/DSCP/PCP of sent packets, CNPs, DCQCN, line
+    /// rate ([`CcConfig::default`]: the ConnectX firmware defaults).
+    pub cc: CcConfig,
+    /// Which received pause frames the port obeys and how its own frames map
+    /// to priorities ([`FlowControlConfig::default`]: PFC on every priority,
+    /// trust DSCP).
+    pub flow_control: FlowControlConfig,
+}
+
+/// How the port honours pause frames (IEEE 802.1Qbb clause 36, 802.3
+/// Annex 31B; ROCEV2-DIGEST §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowControlConfig {
+    /// PFC (per priority), 802.3x PAUSE (all traffic) or off, the
+    /// PFC-enabled priorities and the link speed the quanta are timed at.
+    /// Default: PFC honoured on all eight priorities at 100 Gbit/s (a
+    /// priority the switch never pauses costs nothing; restrict the mask to
+    /// match the switch's lossless priorities, e.g. `1 << 3`).
+    pub pause: PauseConfig,
+    /// How the peer classifies this port's frames, so that a pause of
+    /// priority p stops exactly the frames it counts as p. Default trust
+    /// DSCP with DSCP >> 3: data (DSCP 26) is priority 3, CNPs (DSCP 48)
+    /// priority 6.
+    pub prio_map: PrioMap,
+}
+
+impl Default for FlowControlConfig {
+    fn default() -> Self {
+        FlowControlConfig {
+            pause: PauseConfig::pfc(100_000, 0xFF),
+            prio_map: PrioMap::trust_dscp(),
+        }
+    }
 }
 
 impl Default for DeviceConfig {
@@ -62,6 +110,8 @@ impl Default for DeviceConfig {
             max_unacked_psns: 1024,
             ack_coalesce: 0,
             ackreq_interval: 64,
+            cc: CcConfig::default(),
+            flow_control: FlowControlConfig::default(),
         }
     }
 }
@@ -102,6 +152,8 @@ pub struct MrKeys {
 pub(crate) enum TimerKind {
     Ack,
     Rnr,
+    /// The DCQCN reaction point's next event (`QpCc::rp_deadline`).
+    Dcqcn,
 }
 
 /// The device state the transport engines need besides their QP.
@@ -134,23 +186,16 @@ impl Ctx<'_> {
         let slot = match kind {
             TimerKind::Ack => &mut qp.comp.ack_deadline,
             TimerKind::Rnr => &mut qp.comp.rnr_deadline,
+            // The reaction point's timer lives in `QpCc` (`set_rp_timer`).
+            TimerKind::Dcqcn => return,
         };
-        if *slot == at {
-            return;
-        }
-        // Insert before removing: the set never empties on a move, so the
-        // B-tree keeps its nodes (no free/allocate per re-armed timer).
-        if let Some(new) = at {
-            self.timers.insert((new, qp.qpn, kind));
-        }
-        if let Some(old) = slot.take() {
-            self.timers.remove(&(old, qp.qpn, kind));
-        }
-        *slot = at;
+        move_timer(self.timers, qp.qpn, kind, slot, at);
     }
 
     /// Ethernet + network + UDP headers for a packet of `qp` to its peer (or to
-    /// `av` for UD).
+    /// `av` for UD). DSCP and PCP: the address vector's when non-zero, else
+    /// the configured data class; ECN: the configured codepoint
+    /// ([`CcConfig`]).
     pub fn headers(
         &mut self,
         qp: &Qp,
@@ -159,10 +204,23 @@ impl Ctx<'_> {
     ) -> Option<(EthRepr, NetRepr, UdpRepr)> {
         let sgid = *self.cfg.gids.get(av.sgid_index as usize)?;
         let _ = qp;
+        let cc = &self.cfg.cc;
+        let dscp = match av.traffic_class >> 2 {
+            0 => cc.data_dscp & 0x3F,
+            d => d,
+        };
+        let ecn = cc.data_ecn.bits();
         let eth = EthRepr {
             dst: av.dmac,
             src: self.cfg.mac,
-            vlan: av.vlan,
+            vlan: av.vlan.map(|t| VlanTag {
+                pcp: if t.pcp == 0 {
+                    cc.data_802p_prio & 7
+                } else {
+                    t.pcp
+                },
+                ..t
+            }),
         };
         let net = match (sgid.to_ip(), av.dgid.to_ip()) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => {
@@ -170,8 +228,8 @@ impl Ctx<'_> {
                 NetRepr::Ipv4(Ipv4Repr {
                     src,
                     dst,
-                    dscp: av.traffic_class >> 2,
-                    ecn: av.traffic_class & 3,
+                    dscp,
+                    ecn,
                     ttl: if av.hop_limit == 0 { 64 } else { av.hop_limit },
                     ident: *self.ip_ident,
                     dont_frag: true,
@@ -180,8 +238,8 @@ impl Ctx<'_> {
             (IpAddr::V6(src), IpAddr::V6(dst)) => NetRepr::Ipv6(Ipv6Repr {
                 src,
                 dst,
-                dscp: av.traffic_class >> 2,
-                ecn: av.traffic_class & 3,
+                dscp,
+                ecn,
                 flow_label: av.flow_label,
                 hop_limit: if av.hop_limit == 0 { 64 } else { av.hop_limit },
             }),
@@ -194,6 +252,188 @@ impl Ctx<'_> {
         };
         Some((eth, net, udp))
     }
+}
+
+/// Move timer `kind` of QP `qpn` from `*slot` to `at` (arm, move or cancel),
+/// keeping the slot and the timer set in agreement.
+fn move_timer(
+    timers: &mut BTreeSet<(Instant, u32, TimerKind)>,
+    qpn: u32,
+    kind: TimerKind,
+    slot: &mut Option<Instant>,
+    at: Option<Instant>,
+) {
+    if *slot == at {
+        return;
+    }
+    // Insert before removing: the set never empties on a move, so the
+    // B-tree keeps its nodes (no free/allocate per re-armed timer).
+    if let Some(new) = at {
+        timers.insert((new, qpn, kind));
+    }
+    if let Some(old) = slot.take() {
+        timers.remove(&(old, qpn, kind));
+    }
+    *slot = at;
+}
+
+/// Arm, move or cancel the reaction-point timer of `qpn`.
+fn set_rp_timer(
+    timers: &mut BTreeSet<(Instant, u32, TimerKind)>,
+    qpn: u32,
+    cc: &mut QpCc,
+    at: Option<Instant>,
+) {
+    move_timer(timers, qpn, TimerKind::Dcqcn, &mut cc.rp_deadline, at);
+}
+
+/// Arm, move or cancel the pacer release of `qpn` (a set of its own, so
+/// `poll_transmit` finds due releases without running other timers).
+fn set_pacer_timer(
+    pacer_timers: &mut BTreeSet<(Instant, u32)>,
+    qpn: u32,
+    cc: &mut QpCc,
+    at: Option<Instant>,
+) {
+    if cc.pacer_deadline == at {
+        return;
+    }
+    if let Some(new) = at {
+        pacer_timers.insert((new, qpn));
+    }
+    if let Some(old) = cc.pacer_deadline.take() {
+        pacer_timers.remove(&(old, qpn));
+    }
+    cc.pacer_deadline = at;
+}
+
+/// The priority the peer gives QP `qp`'s frames ([`FlowControlConfig::prio_map`]):
+/// from the DSCP or PCP [`Device::headers`] writes (the address vector's when
+/// non-zero, else the configured data class). A UD QP's address vector is
+/// per work request; it is classified by the configured data class.
+fn qp_priority(cfg: &DeviceConfig, qp: &Qp) -> u8 {
+    let map = &cfg.flow_control.prio_map;
+    let av = (qp.qp_type != QpType::Ud).then_some(&qp.attr.ah_attr);
+    match map.trust {
+        Trust::Dscp => {
+            let dscp = match av.map_or(0, |a| a.traffic_class >> 2) {
+                0 => cfg.cc.data_dscp & 0x3F,
+                d => d,
+            };
+            map.dscp[dscp as usize] & 7
+        }
+        Trust::Pcp => match av.map_or(Some(None), |a| a.vlan.map(Some)) {
+            None => map.default_prio & 7,
+            Some(Some(t)) if t.pcp != 0 => t.pcp & 7,
+            Some(_) => cfg.cc.data_802p_prio & 7,
+        },
+    }
+}
+
+/// The priority the peer gives this port's CNPs (`cnp_dscp`, or
+/// `cnp_802p_prio` under trust PCP).
+fn cnp_priority(cfg: &DeviceConfig) -> u8 {
+    let map = &cfg.flow_control.prio_map;
+    match map.trust {
+        Trust::Dscp => map.dscp[(cfg.cc.cnp_dscp & 0x3F) as usize] & 7,
+        Trust::Pcp => cfg.cc.cnp_802p_prio & 7,
+    }
+}
+
+/// Notification point (RoCEv2 Annex A17.9.3; DCQCN NP): a CE-marked RoCEv2
+/// packet was accepted for `qp`. Counts it and, if the NP is enabled and the
+/// flow's rate limit allows, queues a CNP to the packet's sender: for RC/UC
+/// along the QP's address vector to its `dest_qp_num`, for UD back along the
+/// packet's own addressing to its DETH source QP.
+#[cold]
+#[inline(never)]
+fn notify_ce(
+    cfg: &DeviceConfig,
+    np: &mut NotificationPoint,
+    counters: &mut Counters,
+    qp: &Qp,
+    pkt: &RocePacket<'_>,
+    net: &NetInfo,
+    now: Instant,
+) {
+    counters.np_ecn_marked_roce_packets += 1;
+    if !cfg.cc.np_enabled {
+        return;
+    }
+    let (remote, path) = if qp.qp_type == QpType::Ud {
+        let l2 = pkt.l2();
+        let path = CnpPath {
+            src_mac: cfg.mac,
+            dst_mac: l2.src,
+            vlan: l2.vlan,
+            src_ip: net.dst(),
+            dst_ip: net.src(),
+            ttl: 64,
+            flow_label: 0,
+        };
+        (pkt.ext().deth().map(|d| d.src_qp), Some(path))
+    } else {
+        let av = &qp.attr.ah_attr;
+        let path = cfg.gids.get(av.sgid_index as usize).map(|g| CnpPath {
+            src_mac: cfg.mac,
+            dst_mac: av.dmac,
+            vlan: av.vlan,
+            src_ip: g.to_ip(),
+            dst_ip: av.dgid.to_ip(),
+            ttl: if av.hop_limit == 0 { 64 } else { av.hop_limit },
+            flow_label: av.flow_label,
+        });
+        (Some(qp.attr.dest_qp_num), path)
+    };
+    let (Some(remote), Some(path)) = (remote, path) else {
+        return;
+    };
+    let key = (qp.qpn, remote);
+    match np.admit(now, key, cfg.cc.min_time_between_cnps) {
+        Admit::Send => match cc::cnp_repr(&cfg.cc, &path, remote) {
+            Some(repr) => np.push(key, repr),
+            None => np.cancel(key),
+        },
+        Admit::Limited => {}
+        Admit::TableFull => counters.np_cnp_dropped += 1,
+    }
+}
+
+/// One frame of a QP whose reaction point is active. ACK-class responses
+/// (ACK, NAK, ATOMIC ACKNOWLEDGE) leave at once and are not charged; anything
+/// else waits for the pacer (`Err(())`: a pacer timer is armed at the release
+/// time) and, once sent, is charged to the pacer (frame length plus
+/// `pacer_overhead_bytes`) and to the reaction point's byte counter.
+#[inline(never)]
+fn produce_paced(
+    qp: &mut Qp,
+    cc: &mut QpCc,
+    pacer_timers: &mut BTreeSet<(Instant, u32)>,
+    ctx: &mut Ctx<'_>,
+    now: Instant,
+    buf: &mut [u8],
+) -> Result<Option<usize>, ()> {
+    if qp.qp_type == QpType::Rc && rc::responder::next_is_ack(qp) {
+        if let Some(n) = rc::responder::produce(qp, ctx, buf) {
+            return Ok(Some(n));
+        }
+    }
+    let rate = cc.rp.rate();
+    if !cc.pacer.is_ready(now, rate) {
+        let at = cc.pacer.release_time(rate);
+        set_pacer_timer(pacer_timers, qp.qpn, cc, Some(at));
+        return Err(());
+    }
+    // Released: a pacer timer still armed (the QP was woken another way)
+    // has nothing left to do.
+    set_pacer_timer(pacer_timers, qp.qpn, cc, None);
+    let sent = crate::transport::produce(qp, ctx, now, buf);
+    if let Some(n) = sent {
+        let charged = n as u64 + u64::from(ctx.cfg.cc.pacer_overhead_bytes);
+        cc.pacer.on_sent(now, charged, rate);
+        cc.rp.on_bytes_sent(now, n as u64);
+    }
+    Ok(sent)
 }
 
 /// A [`Ctx`] over the device's fields (a macro, so the borrow of `self.qps`
@@ -230,12 +470,27 @@ pub struct Device {
     counters: Counters,
     drops: DropCounters,
     ip_ident: u16,
+    /// Congestion-control state per QP (created with the QP).
+    cc_qps: KeyMap<u32, QpCc>,
+    /// QPs whose reaction point is active (paced); 0 = the fast path.
+    paced: usize,
+    /// Pacer releases: (time, QPN), one per QP waiting for its pacer.
+    pacer_timers: BTreeSet<(Instant, u32)>,
+    /// The notification point: CNP rate limiting and the CNPs to send.
+    np: NotificationPoint,
+    /// Received PFC / PAUSE state: which priorities may not transmit.
+    pause: PauseState,
+    /// Some priority may still be paused (cleared once none is): keeps the
+    /// unpaused transmit path to one test of a flag.
+    pause_armed: bool,
 }
 
 impl Device {
     /// A device with `cfg`.
     pub fn new(cfg: DeviceConfig) -> Device {
         let active_mtu = Mtu::for_netdev(cfg.netdev_mtu).unwrap_or(Mtu::Mtu256);
+        let (cfg_np_enabled, cfg_np_max_flows) = (cfg.cc.np_enabled, cfg.cc.np_max_flows);
+        let pause_cfg = cfg.flow_control.pause;
         Device {
             cfg,
             active_mtu,
@@ -252,7 +507,50 @@ impl Device {
             counters: Counters::default(),
             drops: DropCounters::default(),
             ip_ident: 0,
+            cc_qps: KeyMap::default(),
+            paced: 0,
+            pacer_timers: BTreeSet::new(),
+            np: NotificationPoint::new(if cfg_np_enabled { cfg_np_max_flows } else { 1 }),
+            pause: PauseState::new(pause_cfg),
+            pause_armed: false,
         }
+    }
+
+    /// Received pause frames and pause time per priority (mlx5 names:
+    /// `rx_prioN_pause`, `rx_prioN_pause_duration`, `rx_pause_ctrl_phy`, ...).
+    pub fn pause_counters(&self) -> &RxPauseCounters {
+        self.pause.counters()
+    }
+
+    /// Priorities the port may not transmit at `now` (bit n = priority n).
+    pub fn paused_priorities(&self, now: Instant) -> u8 {
+        if self.pause_armed {
+            self.pause.paused_mask(now)
+        } else {
+            0
+        }
+    }
+
+    /// A frame that is not RoCE: PFC and PAUSE frames update the pause state.
+    #[cold]
+    #[inline(never)]
+    fn handle_mac_control(&mut self, now: Instant, frame: &[u8]) {
+        if let Disposition::Applied { .. } = self.pause.handle_frame(now, frame) {
+            self.pause_armed = self.pause.paused_mask(now) != 0;
+        }
+    }
+
+    /// The mask of paused priorities at `now`, clearing `pause_armed` once
+    /// no priority is paused any more.
+    #[cold]
+    #[inline(never)]
+    fn refresh_pause(&mut self, now: Instant) -> u8 {
+        self.pause.handle_timeout(now);
+        let m = self.pause.paused_mask(now);
+        if m == 0 {
+            self.pause_armed = false;
+        }
+        m
     }
 
     /// The configuration.
@@ -436,6 +734,7 @@ impl Device {
             return Err(VerbsError::TooLarge);
         }
         self.qps.insert(qpn, Qp::new(qpn, pd, init));
+        self.cc_qps.insert(qpn, QpCc::new(&self.cfg.cc));
         Ok(qpn)
     }
 
@@ -444,6 +743,8 @@ impl Device {
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let mut qp = self.qps.remove(&qpn).ok_or(VerbsError::NotFound)?;
         self.cancel_timers(&mut qp);
+        self.reset_cc(qpn);
+        self.cc_qps.remove(&qpn);
         if qp.active {
             self.active.retain(|q| *q != qpn);
         }
@@ -455,6 +756,55 @@ impl Device {
         let mut ctx = ctx!(self);
         ctx.set_timer(qp, TimerKind::Ack, None);
         ctx.set_timer(qp, TimerKind::Rnr, None);
+    }
+
+    /// Congestion-control state of `qpn` back to idle: reaction point idle,
+    /// pacer and CC timers cleared, NP flows and queued CNPs forgotten
+    /// (RESET, destroy; CASES R22).
+    fn reset_cc(&mut self, qpn: u32) {
+        self.np.purge_qp(qpn);
+        let Some(cc) = self.cc_qps.get_mut(&qpn) else {
+            return;
+        };
+        set_rp_timer(&mut self.timers, qpn, cc, None);
+        set_pacer_timer(&mut self.pacer_timers, qpn, cc, None);
+        if cc.paced {
+            self.paced -= 1;
+        }
+        *cc = QpCc::new(&self.cfg.cc);
+    }
+
+    /// After a reaction-point call on `qpn`: keep the paced count, the pacer
+    /// and the RP timer in step with the RP. A QP whose RP went idle is woken
+    /// (it may have been waiting for its pacer).
+    fn sync_cc(&mut self, qpn: u32, now: Instant) {
+        let Some(cc) = self.cc_qps.get_mut(&qpn) else {
+            return;
+        };
+        let active = cc.rp.is_active();
+        let mut wake = false;
+        if active != cc.paced {
+            cc.paced = active;
+            if active {
+                self.paced += 1;
+                cc.pacer.reset(now);
+            } else {
+                self.paced -= 1;
+                set_pacer_timer(&mut self.pacer_timers, qpn, cc, None);
+                wake = true;
+            }
+        }
+        // The rate changed: a QP waiting for its pacer waits for the gap in
+        // progress at the new rate (shorter after an increase).
+        if cc.paced && cc.pacer_deadline.is_some() {
+            let at = cc.pacer.release_time(cc.rp.rate());
+            set_pacer_timer(&mut self.pacer_timers, qpn, cc, Some(at));
+        }
+        let at = cc.rp.poll_timeout();
+        set_rp_timer(&mut self.timers, qpn, cc, at);
+        if wake {
+            self.activate(qpn);
+        }
     }
 
     /// The QP.
@@ -524,6 +874,7 @@ impl Device {
             qp.reset();
             qp.state = QpState::Reset;
             self.qps.insert(qpn, qp);
+            self.reset_cc(qpn);
             return Ok(());
         }
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::NotFound)?;
@@ -673,7 +1024,10 @@ impl Device {
         self.counters.rx_frames += 1;
         let pkt = match RocePacket::parse(frame) {
             Ok(p) => p,
-            Err(WireError::NotRoce) => return,
+            Err(WireError::NotRoce) => {
+                self.handle_mac_control(now, frame);
+                return;
+            }
             Err(e) => {
                 self.counters.rx_parse_drops += 1;
                 self.drops.record(&e);
@@ -681,7 +1035,8 @@ impl Device {
             }
         };
         // The packet must be addressed to one of our GIDs.
-        let dst = Gid::from_ip(pkt.net().dst());
+        let net = pkt.net();
+        let dst = Gid::from_ip(net.dst());
         if !self.cfg.gids.contains(&dst) {
             self.counters.rx_addr_mismatch += 1;
             return;
@@ -689,6 +1044,7 @@ impl Device {
         let info = pkt.bth().opcode.info();
         if info.transport == Transport::Cnp {
             self.counters.rx_cnp += 1;
+            self.handle_cnp(now, pkt.bth().dest_qp);
             return;
         }
         let qpn = pkt.bth().dest_qp;
@@ -717,11 +1073,22 @@ impl Device {
             self.counters.rx_qp_bad_state += 1;
             return;
         }
-        if qp.qp_type != QpType::Ud && Gid::from_ip(pkt.net().src()) != qp.attr.ah_attr.dgid {
+        if qp.qp_type != QpType::Ud && Gid::from_ip(net.src()) != qp.attr.ah_attr.dgid {
             self.counters.rx_addr_mismatch += 1;
             return;
         }
         self.counters.rcvd_pkts += 1;
+        if net.ecn() == cc::ECN_CE && !matches!(net, NetInfo::Grh(_)) {
+            notify_ce(
+                &self.cfg,
+                &mut self.np,
+                &mut self.counters,
+                qp,
+                &pkt,
+                &net,
+                now,
+            );
+        }
         let mut ctx = ctx!(self);
         let wake = match qp.qp_type {
             QpType::Rc if info.is_request => rc::responder::handle_request(qp, &mut ctx, now, &pkt),
@@ -735,9 +1102,53 @@ impl Device {
         }
     }
 
+    /// A CNP arrived for local QP `qpn` (its BTH DestQP): hand it to the QP's
+    /// reaction point. Unknown QPs count `rx_cnp_qp_not_found`; with the RP
+    /// disabled, or a QP that does not send (not RTS or SQD), the CNP counts
+    /// `rp_cnp_ignored` and changes nothing. The CNP's source address and
+    /// BECN bit are not checked (any CNP to the QPN counts, as on ConnectX).
+    #[cold]
+    #[inline(never)]
+    fn handle_cnp(&mut self, now: Instant, qpn: u32) {
+        let Some(qp) = self.qps.get(&qpn) else {
+            self.counters.rx_cnp_qp_not_found += 1;
+            return;
+        };
+        let sending = matches!(qp.state, QpState::Rts | QpState::Sqd);
+        let Some(cc) = self.cc_qps.get_mut(&qpn) else {
+            self.counters.rx_cnp_qp_not_found += 1;
+            return;
+        };
+        if !self.cfg.cc.rp_enabled || !sending {
+            self.counters.rp_cnp_ignored += 1;
+            return;
+        }
+        self.counters.rp_cnp_handled += 1;
+        cc.rp.on_cnp(now);
+        self.sync_cc(qpn, now);
+    }
+
     /// Write the next frame to send into `buf` and return its length, or `None`
     /// when nothing is ready. `buf` must hold a whole frame (PMTU + 90 bytes).
+    ///
+    /// Queued CNPs go first. A QP whose DCQCN reaction point is active sends
+    /// only when its pacer allows (ACK-class responses excepted); otherwise
+    /// it is skipped and a timer is armed at its release time. Releases due
+    /// by `now` take effect here as well as in [`Device::handle_timeout`].
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let paused = if self.pause_armed {
+            self.refresh_pause(now)
+        } else {
+            0
+        };
+        if self.np.has_pending() && paused & (1 << cnp_priority(&self.cfg)) == 0 {
+            if let Some(n) = self.emit_cnp(buf) {
+                return Some(n);
+            }
+        }
+        if !self.pacer_timers.is_empty() {
+            self.release_pacers(now);
+        }
         let mut budget = self.active.len();
         while budget > 0 {
             budget -= 1;
@@ -745,34 +1156,125 @@ impl Device {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
+            if paused != 0 && paused & (1 << qp_priority(&self.cfg, qp)) != 0 {
+                // Its priority is paused: it keeps its place on the active
+                // list and sends once the pause ends (`poll_timeout`).
+                self.active.push_back(qpn);
+                continue;
+            }
+            let paced = if self.paced > 0 {
+                self.cc_qps.get_mut(&qpn).filter(|c| c.paced)
+            } else {
+                None
+            };
             let mut ctx = ctx!(self);
-            let sent = crate::transport::produce(qp, &mut ctx, now, buf);
+            let (sent, was_paced) = match paced {
+                None => (crate::transport::produce(qp, &mut ctx, now, buf), false),
+                Some(cc) => match produce_paced(qp, cc, &mut self.pacer_timers, &mut ctx, now, buf)
+                {
+                    Ok(sent) => (sent, true),
+                    Err(()) => {
+                        // Not released yet: off the active list until the
+                        // pacer timer fires.
+                        qp.active = false;
+                        continue;
+                    }
+                },
+            };
             crate::transport::check_drained(qp, &mut ctx);
             match sent {
                 Some(n) => {
                     self.counters.sent_pkts += 1;
                     self.active.push_back(qpn);
+                    if was_paced {
+                        self.sync_cc(qpn, now);
+                    }
                     return Some(n);
                 }
-                None => qp.active = false,
+                None => {
+                    qp.active = false;
+                    if was_paced {
+                        self.sync_cc(qpn, now);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Send the next queued CNP into `buf`.
+    #[cold]
+    #[inline(never)]
+    fn emit_cnp(&mut self, buf: &mut [u8]) -> Option<usize> {
+        while let Some(c) = self.np.pop() {
+            let mut repr = c.repr;
+            if let NetRepr::Ipv4(ip) = &mut repr.net {
+                self.ip_ident = self.ip_ident.wrapping_add(1);
+                ip.ident = self.ip_ident;
+            }
+            if let Ok(n) = repr.emit(buf, &[]) {
+                self.counters.np_cnp_sent += 1;
+                self.counters.sent_pkts += 1;
+                return Some(n);
             }
         }
         None
     }
 
     /// The earliest deadline at which [`Device::handle_timeout`] has work, or
-    /// `None` when no timer is armed (an idle device has none).
+    /// `None` when no timer is armed (an idle device has none). Includes the
+    /// pacer release of every QP waiting for its pacer.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.first().map(|(t, _, _)| *t)
+        let t = self.timers.first().map(|(t, _, _)| *t);
+        let t = match self.pacer_timers.first() {
+            None => t,
+            Some((p, _)) => Some(t.map_or(*p, |t| t.min(*p))),
+        };
+        if !self.pause_armed {
+            return t;
+        }
+        match self.pause.poll_timeout() {
+            None => t,
+            Some(p) => Some(t.map_or(p, |t| t.min(p))),
+        }
     }
 
-    /// Run the timers due at `now` (ACK timeouts, RNR waits).
+    /// Put every QP whose pacer release is due by `now` back on the active
+    /// list.
+    #[inline(never)]
+    fn release_pacers(&mut self, now: Instant) {
+        while let Some(&(t, qpn)) = self.pacer_timers.first() {
+            if t > now {
+                break;
+            }
+            self.pacer_timers.pop_first();
+            if let Some(cc) = self.cc_qps.get_mut(&qpn) {
+                if cc.pacer_deadline == Some(t) {
+                    cc.pacer_deadline = None;
+                }
+            }
+            self.activate(qpn);
+        }
+    }
+
+    /// Run the timers due at `now` (ACK timeouts, RNR waits, DCQCN rate
+    /// increases and deferred cuts, pacer releases).
     pub fn handle_timeout(&mut self, now: Instant) {
+        if !self.pacer_timers.is_empty() {
+            self.release_pacers(now);
+        }
+        if self.pause_armed {
+            self.refresh_pause(now);
+        }
         while let Some((t, qpn, kind)) = self.timers.first().copied() {
             if t > now {
                 break;
             }
             self.timers.pop_first();
+            if kind == TimerKind::Dcqcn {
+                self.rp_timer(now, t, qpn);
+                continue;
+            }
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
@@ -781,6 +1283,7 @@ impl Device {
             let slot = match kind {
                 TimerKind::Ack => &mut qp.comp.ack_deadline,
                 TimerKind::Rnr => &mut qp.comp.rnr_deadline,
+                TimerKind::Dcqcn => continue,
             };
             if *slot != Some(t) {
                 continue;
@@ -795,8 +1298,47 @@ impl Device {
         }
     }
 
+    /// The reaction-point timer entry `(t, qpn)` was due at `now` (and is
+    /// already out of the set).
+    fn rp_timer(&mut self, now: Instant, t: Instant, qpn: u32) {
+        let Some(cc) = self.cc_qps.get_mut(&qpn) else {
+            return;
+        };
+        if cc.rp_deadline != Some(t) {
+            return;
+        }
+        cc.rp_deadline = None;
+        cc.rp.handle_timeout(now);
+        self.sync_cc(qpn, now);
+    }
+
     /// QPNs currently on the active list (for tests of idle cost).
     pub fn active_qps(&self) -> usize {
         self.active.len()
+    }
+
+    /// The congestion-control configuration (`DeviceConfig::cc`).
+    pub fn cc_config(&self) -> &CcConfig {
+        &self.cfg.cc
+    }
+
+    /// The current DCQCN rate of QP `qpn`, Mbit/s, while its reaction point
+    /// limits it; `None` when the QP is unlimited (line rate: no CNP yet, or
+    /// recovered) or does not exist.
+    pub fn qp_rate_mbps(&self, qpn: u32) -> Option<f64> {
+        self.cc_qps.get(&qpn).and_then(|c| c.rp.limit())
+    }
+
+    /// The DCQCN reaction point of QP `qpn` (rate, target rate, α, stages),
+    /// idle or active; `None` if the QP does not exist. Its α is as of the
+    /// RP's last event: use [`ReactionPoint::alpha_at`] for the value now.
+    pub fn reaction_point(&self, qpn: u32) -> Option<&ReactionPoint> {
+        self.cc_qps.get(&qpn).map(|c| &c.rp)
+    }
+
+    /// When the pacer of QP `qpn` next lets a frame leave: `None` unless the
+    /// QP is paced and waiting for its pacer.
+    pub fn qp_pacer_release(&self, qpn: u32) -> Option<Instant> {
+        self.cc_qps.get(&qpn).and_then(|c| c.pacer_deadline)
     }
 }

@@ -10,7 +10,7 @@ pub mod types;
 pub mod wr;
 
 pub use cq::Cq;
-pub use device::{AsyncEvent, Device, DeviceConfig, MrKeys};
+pub use device::{AsyncEvent, Device, DeviceConfig, FlowControlConfig, MrKeys};
 pub use mr::Mr;
 pub use qp::{Qp, QpAttr, QpCap, QpInitAttr, VerbsError};
 pub use types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType, WcStatus};

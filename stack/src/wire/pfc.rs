@@ -159,6 +159,20 @@ pub fn quanta_to_duration(quanta: u16, link_mbps: u64) -> Duration {
     Duration::from_nanos((ps / 1000) as u64)
 }
 
+/// Duration of `quanta` pause quanta at `link_mbps` Mbit/s (512 bit times each;
+/// 802.3 §31B.3.2), rounded **up** to the nanosecond: the time a receiver that
+/// honours the pause must stay silent, so it never resumes early (65535 quanta at
+/// 100 Gbit/s = 335,539.2 ns -> 335,540 ns). A link speed of 0 gives 0.
+pub fn quanta_to_duration_ceil(quanta: u16, link_mbps: u64) -> Duration {
+    if link_mbps == 0 {
+        return Duration::ZERO;
+    }
+    // picoseconds, exact: quanta * 512 * 1e6 / link_mbps (then ceil to ns)
+    let num = quanta as u128 * BITS_PER_QUANTUM as u128 * 1_000_000;
+    let ps = num.div_ceil(link_mbps as u128);
+    Duration::from_nanos(ps.div_ceil(1000) as u64)
+}
+
 /// The number of quanta covering `d` at `link_mbps` Mbit/s, rounded up and
 /// saturating at 0xFFFF. A link speed of 0 gives 0.
 pub fn duration_to_quanta(d: Duration, link_mbps: u64) -> u16 {
@@ -197,6 +211,21 @@ mod tests {
             quanta_to_duration(0xFFFF, 25_000),
             Duration::from_nanos(1_342_156)
         );
+        // Rounded up: 335,539.2 ns -> 335,540 ns; exact values stay exact.
+        assert_eq!(
+            quanta_to_duration_ceil(0xFFFF, 100_000),
+            Duration::from_nanos(335_540)
+        );
+        assert_eq!(
+            quanta_to_duration_ceil(100, 100_000),
+            Duration::from_nanos(512)
+        );
+        assert_eq!(
+            quanta_to_duration_ceil(0xFFFF, 25_000),
+            Duration::from_nanos(1_342_157)
+        );
+        assert_eq!(quanta_to_duration_ceil(1, 0), Duration::ZERO);
+        assert_eq!(quanta_to_duration_ceil(0, 100_000), Duration::ZERO);
         assert_eq!(duration_to_quanta(Duration::from_nanos(512), 100_000), 100);
         assert_eq!(duration_to_quanta(Duration::from_nanos(513), 100_000), 101);
         assert_eq!(duration_to_quanta(Duration::from_secs(1), 100_000), 0xFFFF);

@@ -184,7 +184,11 @@ pub struct Setup {
 }
 
 pub fn setup(netdev_mtu: usize, opts: &ConnOpts, len: usize) -> Setup {
-    let mut p = Pair::new(netdev_mtu, Faults::default(), 7);
+    setup_with(Pair::new(netdev_mtu, Faults::default(), 7), opts, len)
+}
+
+/// [`setup`] over the devices of `p`.
+pub fn setup_with(mut p: Pair, opts: &ConnOpts, len: usize) -> Setup {
     let c = connect(&mut p, opts);
     let mr0 = p.dev[0]
         .reg_mr(c.pd[0], pattern(len, 1), 0, all_access())

@@ -419,5 +419,7 @@ pub(crate) fn on_timer(qp: &mut Qp, ctx: &mut Ctx<'_>, kind: TimerKind) -> bool 
             go_back(qp);
             true
         }
+        // The reaction point's timer is the device's (`Device::rp_timer`).
+        TimerKind::Dcqcn => false,
     }
 }

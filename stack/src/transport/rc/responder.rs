@@ -699,6 +699,15 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
 }
 
 /// Build the next queued response of `qp` into `buf`.
+/// Whether the next response of `qp` is ACK-class (ACK, NAK, ATOMIC
+/// ACKNOWLEDGE): no bulk data, so the congestion-control pacer lets it pass.
+pub(crate) fn next_is_ack(qp: &Qp) -> bool {
+    matches!(
+        qp.resp.queue.front(),
+        Some(RespItem::Ack { .. } | RespItem::AtomicAck { .. })
+    )
+}
+
 pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
     let item = *qp.resp.queue.front()?;
     let pmtu = qp.pmtu;

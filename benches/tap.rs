@@ -1,0 +1,465 @@
+//! RDMA WRITE goodput through a TAP pair, against the same TAP pair moving
+//! pre-built frames of the same size (needs root; `scripts/bench-tap.sh`).
+//!
+//! # Set-up
+//!
+//! Two TAP interfaces bridged in a network namespace of their own
+//! (`tests/support/netns.rs`), MTU 9000 on both and on the bridge, so the
+//! path MTU is 4096 and a 4 KiB WRITE is one RC_RDMA_WRITE_ONLY frame of
+//! 4170 bytes. Everything runs on **one thread**: it polls host A, then
+//! host B, in turn (the kernel forwards each frame inside the `write`
+//! syscall, so the receiving side's work and the bridge's are on this
+//! thread too).
+//!
+//! - `stack`: two [`TapHost`]s (two devices, ARP-resolved addresses), one RC
+//!   QP, 4 KiB RDMA WRITEs from A to B, [`WINDOW`] outstanding, every
+//!   WRITE signaled; the destination is a 1 MiB ring checked against the
+//!   source after each block. Goodput = 4096 × messages / time.
+//! - `raw`: the same two TAP descriptors, no stack: write frames that are
+//!   byte copies of a 4 KiB WRITE_ONLY frame into A (at most [`WINDOW`]
+//!   ahead), read them from B until `EAGAIN`. Goodput = 4096 × frames read
+//!   / time. This is the cost of moving the frames through the kernel: the
+//!   ceiling for any user-space stack on TAP.
+//!
+//! The two are measured in alternating blocks of [`BLOCK`] messages
+//! (`stack`, `raw`, `stack`, `raw`, …; the order inside a pair flips every
+//! pair), so slow phases of the shared machine hit both; each pair's ratio
+//! is `stack / raw`, and the report gives every pair, the medians and the
+//! median ratio (target ≥ 0.80).
+//!
+//! Run with `cargo bench --bench tap` (as root). Under `cargo test` (no
+//! `--bench` argument) it only says so and exits. `ROCE_TAP_PAIRS` (default
+//! 15) and `ROCE_TAP_BLOCK` (default 20000) change the sizes.
+
+#[path = "../tests/support/netns.rs"]
+mod netns;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant as WallClock};
+
+use roce::backend::tap::{TapHost, TapIo};
+use roce_stack::backend::FrameIo;
+use roce_stack::neigh::Resolution;
+use roce_stack::transport::av::{AddressVector, Gid};
+use roce_stack::verbs::{
+    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
+    SendWr, Sge, Wc, WcStatus, WrOpcode,
+};
+use roce_stack::wire::ext::RethRepr;
+use roce_stack::wire::{
+    BthRepr, EthRepr, ExtHeaders, Ipv4Repr, NetRepr, Opcode, PacketRepr, UdpChecksum, UdpRepr,
+    ROCEV2_UDP_PORT,
+};
+
+/// Message size, bytes.
+const MSG: usize = 4096;
+/// Ethernet MTU of the TAPs and the bridge.
+const MTU: usize = 9000;
+/// Messages (frames) in flight.
+const WINDOW: usize = 64;
+/// Default size of the source and destination regions, bytes: one 4 KiB
+/// slot per WRITE in flight (`ROCE_TAP_RING` changes it; perftest's
+/// ib_write_bw uses a single `size`-byte buffer).
+const RING: usize = WINDOW * MSG;
+/// Hang guard per block.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// One measured block.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    /// Payload bytes per second of wall time.
+    goodput: f64,
+    /// User and system CPU time of this process per message, ns.
+    user_ns: f64,
+    sys_ns: f64,
+}
+
+/// User and system CPU time of this process so far (getrusage(2)).
+fn cpu_times() -> (Duration, Duration) {
+    // SAFETY: all-zero bytes are a valid `rusage` (integers and timevals).
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: one valid, exclusively borrowed `rusage` for the call.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    assert_eq!(rc, 0, "getrusage");
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// Time `f`, which moves `n` messages of [`MSG`] bytes.
+fn measure(n: usize, f: impl FnOnce()) -> Block {
+    let (u0, s0) = cpu_times();
+    let start = WallClock::now();
+    f();
+    let secs = start.elapsed().as_secs_f64();
+    let (u1, s1) = cpu_times();
+    Block {
+        goodput: (n * MSG) as f64 / secs,
+        user_ns: (u1 - u0).as_nanos() as f64 / n as f64,
+        sys_ns: (s1 - s0).as_nanos() as f64 / n as f64,
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn mac(i: u8) -> [u8; 6] {
+    [0x02, 0, 0, 0x99, 0, i]
+}
+fn ipv4(i: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 99, 0, i)
+}
+
+fn host(i: u8, io: TapIo) -> TapHost {
+    TapHost::new(
+        Device::new(DeviceConfig {
+            mac: mac(i),
+            gids: vec![Gid::from_ipv4(ipv4(i))],
+            netdev_mtu: MTU,
+            max_unacked_psns: 1024,
+            ..DeviceConfig::default()
+        }),
+        io,
+    )
+}
+
+fn poll_both(h: &mut [TapHost; 2]) -> usize {
+    let mut moved = 0;
+    for x in h.iter_mut() {
+        let s = x.poll(64).expect("poll");
+        moved += s.rx + s.tx;
+    }
+    moved
+}
+
+fn access() -> AccessFlags {
+    AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE
+}
+
+/// An RC QP from A to B, addressed with ARP-resolved MACs. Returns (QPN of
+/// A, CQ of A, lkey of A's region, rkey of B's region, lkey of B's).
+fn connect(h: &mut [TapHost; 2], ring: usize) -> (u32, u32, u32, u32, u32) {
+    let ip = [IpAddr::V4(ipv4(1)), IpAddr::V4(ipv4(2))];
+    h[0].start_resolve(ip[1]);
+    let start = WallClock::now();
+    while !matches!(h[0].resolution(ip[1]), Resolution::Reachable(_)) {
+        assert!(start.elapsed() < LIMIT, "ARP: {:?}", h[0].neigh.counters());
+        poll_both(h);
+    }
+    let mut pd = [0; 2];
+    let mut cq = [0; 2];
+    let mut qpn = [0; 2];
+    for s in 0..2 {
+        let d = &mut h[s].dev;
+        pd[s] = d.alloc_pd();
+        cq[s] = d.create_cq(4096);
+        qpn[s] = d
+            .create_qp(
+                pd[s],
+                &QpInitAttr {
+                    qp_type: QpType::Rc,
+                    send_cq: cq[s],
+                    recv_cq: cq[s],
+                    cap: QpCap {
+                        max_send_wr: 256,
+                        max_recv_wr: 16,
+                        max_send_sge: 1,
+                        max_recv_sge: 1,
+                        max_inline_data: 0,
+                    },
+                    sq_sig_all: false,
+                },
+            )
+            .expect("create_qp");
+    }
+    for s in 0..2 {
+        let peer = 1 - s;
+        let now = h[s].now();
+        let dmac = h[s].neigh.lookup(now, ip[peer]).expect("resolved");
+        let d = &mut h[s].dev;
+        let mut a = QpAttr {
+            qp_state: QpState::Init,
+            qp_access_flags: access(),
+            ..QpAttr::default()
+        };
+        d.modify_qp(
+            qpn[s],
+            &a,
+            QpAttrMask::STATE
+                | QpAttrMask::PKEY_INDEX
+                | QpAttrMask::PORT
+                | QpAttrMask::ACCESS_FLAGS,
+        )
+        .expect("INIT");
+        a.qp_state = QpState::Rtr;
+        a.ah_attr = AddressVector {
+            dgid: Gid::from_ip(ip[peer]),
+            dmac,
+            hop_limit: 64,
+            ..AddressVector::default()
+        };
+        a.path_mtu = Mtu::Mtu4096;
+        a.dest_qp_num = qpn[peer];
+        a.rq_psn = 0;
+        a.max_dest_rd_atomic = 16;
+        a.min_rnr_timer = 1;
+        d.modify_qp(
+            qpn[s],
+            &a,
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+                | QpAttrMask::MAX_DEST_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER,
+        )
+        .expect("RTR");
+        a.qp_state = QpState::Rts;
+        a.sq_psn = 0;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.max_rd_atomic = 16;
+        d.modify_qp(
+            qpn[s],
+            &a,
+            QpAttrMask::STATE
+                | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::SQ_PSN
+                | QpAttrMask::MAX_QP_RD_ATOMIC,
+        )
+        .expect("RTS");
+    }
+    let src: Vec<u8> = (0..ring).map(|i| (i * 7 + (i >> 12)) as u8).collect();
+    let a = h[0].dev.reg_mr(pd[0], src, 0, access()).expect("mr a");
+    let b = h[1]
+        .dev
+        .reg_mr(pd[1], vec![0; ring], 0, access())
+        .expect("mr b");
+    (qpn[0], cq[0], a.lkey, b.rkey, b.lkey)
+}
+
+/// `n` 4 KiB WRITEs, [`WINDOW`] outstanding, then the data check.
+fn stack_block(h: &mut [TapHost; 2], c: (u32, u32, u32, u32, u32), ring: usize, n: usize) -> Block {
+    let (_, _, lkey, _, b_lkey) = c;
+    h[1].dev.mr_mut(b_lkey).expect("mr").as_mut_slice().fill(0);
+    let block = measure(n, || stack_run(h, c, ring, n));
+    // The whole region was written at least once (n * 4 KiB >= ring).
+    let a = h[0].dev.mr(lkey).expect("mr a").as_slice();
+    let b = h[1].dev.mr(b_lkey).expect("mr b").as_slice();
+    assert!(n * MSG < ring || a == b, "WRITE data differs");
+    block
+}
+
+/// The WRITE loop of [`stack_block`].
+fn stack_run(h: &mut [TapHost; 2], c: (u32, u32, u32, u32, u32), ring: usize, n: usize) {
+    let (qpn, cq, lkey, rkey, _) = c;
+    let start = WallClock::now();
+    let (mut posted, mut done) = (0usize, 0usize);
+    let mut wcs = [Wc::EMPTY; 64];
+    while done < n {
+        while posted < n && posted - done < WINDOW {
+            let off = ((posted * MSG) % ring) as u64;
+            let sge = [Sge {
+                addr: off,
+                length: MSG as u32,
+                lkey,
+            }];
+            let mut wr = SendWr::new(posted as u64, WrOpcode::RdmaWrite, &sge);
+            wr.remote_addr = off;
+            wr.rkey = rkey;
+            h[0].dev.post_send(qpn, &wr).expect("post_send");
+            posted += 1;
+        }
+        poll_both(h);
+        let k = h[0].dev.poll_cq(cq, &mut wcs);
+        for w in &wcs[..k] {
+            assert_eq!(w.status, WcStatus::Success, "{w:?}");
+        }
+        done += k;
+        assert!(start.elapsed() < LIMIT, "stack block stuck at {done}/{n}");
+    }
+}
+
+/// A 4 KiB RC_RDMA_WRITE_ONLY frame from A to B (what the stack sends).
+fn write_only_frame() -> Vec<u8> {
+    let repr = PacketRepr {
+        eth: EthRepr {
+            dst: mac(2),
+            src: mac(1),
+            vlan: None,
+        },
+        net: NetRepr::Ipv4(Ipv4Repr {
+            src: ipv4(1),
+            dst: ipv4(2),
+            dscp: 0,
+            ecn: 0,
+            ttl: 64,
+            ident: 1,
+            dont_frag: true,
+        }),
+        udp: UdpRepr {
+            src_port: 0xC000,
+            dst_port: ROCEV2_UDP_PORT,
+            checksum: UdpChecksum::Default,
+        },
+        // QPN 0xFFFFFE: no such QP on B (the raw loop has no stack anyway).
+        bth: BthRepr::new(Opcode::RC_RDMA_WRITE_ONLY, 0xFF_FFFE, 0),
+        ext: ExtHeaders {
+            reth: Some(RethRepr {
+                va: 0,
+                rkey: 0,
+                dma_len: MSG as u32,
+            }),
+            ..ExtHeaders::default()
+        },
+    };
+    let payload = vec![0x5a; MSG];
+    let mut f = vec![0u8; repr.frame_len(MSG)];
+    let n = repr.emit(&mut f, &payload).expect("emit");
+    f.truncate(n);
+    f
+}
+
+/// `n` pre-built frames written into A and read from B, at most
+/// [`WINDOW`] in flight; goodput counts 4096 payload bytes per frame.
+fn raw_block(h: &mut [TapHost; 2], frame: &[u8], n: usize) -> Block {
+    measure(n, || raw_run(h, frame, n))
+}
+
+/// The loop of [`raw_block`].
+fn raw_run(h: &mut [TapHost; 2], frame: &[u8], n: usize) {
+    let start = WallClock::now();
+    let (mut sent, mut got) = (0usize, 0usize);
+    while got < n {
+        let want = (n - sent).min(WINDOW - (sent - got));
+        let mut left = want;
+        sent += h[0]
+            .io
+            .tx_burst(want, &mut |buf| {
+                if left == 0 {
+                    return None;
+                }
+                left -= 1;
+                buf[..frame.len()].copy_from_slice(frame);
+                Some(frame.len())
+            })
+            .expect("write");
+        // Count only our frames: the kernel's own (IPv6 router
+        // solicitations, MLD reports) reach B too, now and then.
+        let len = frame.len();
+        let mut ours = 0;
+        h[1].io
+            .rx_burst(64, &mut |f| ours += usize::from(f.len() == len))
+            .expect("read");
+        got += ours;
+        // Anything the kernel sends A (none expected) is read and dropped.
+        h[0].io.rx_burst(64, &mut |_| {}).expect("read");
+        assert!(start.elapsed() < LIMIT, "raw block stuck at {got}/{n}");
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!(
+            "benches/tap.rs: run with `cargo bench --bench tap` (root); nothing to do under cargo test"
+        );
+        return;
+    }
+    if !netns::preconditions("benches/tap.rs", &[]) {
+        return;
+    }
+    let pairs = env_usize("ROCE_TAP_PAIRS", 15).max(1);
+    let block = env_usize("ROCE_TAP_BLOCK", 20_000).max(1);
+    let ring = env_usize("ROCE_TAP_RING", RING).max(MSG) / MSG * MSG;
+    let n = netns::Netns::new("p");
+    let ta = n.tap(0, MTU);
+    let tb = n.tap(1, MTU);
+    n.bridge_mtu(MTU);
+    let mut h = [host(1, ta), host(2, tb)];
+    let c = connect(&mut h, ring);
+    let frame = write_only_frame();
+    println!(
+        "TAP pair, one thread: {MSG}-byte RC RDMA WRITEs (frame {} B, MTU {MTU}), window {WINDOW}, \
+         {} KiB regions, {pairs} pairs of {block}-message blocks",
+        frame.len(),
+        ring / 1024
+    );
+    // Warm-up: a short block of each.
+    stack_block(&mut h, c, ring, block / 4);
+    raw_block(&mut h, &frame, block / 4);
+    let (mut st, mut raw, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for p in 0..pairs {
+        let (s, r) = if p % 2 == 0 {
+            let s = stack_block(&mut h, c, ring, block);
+            (s, raw_block(&mut h, &frame, block))
+        } else {
+            let r = raw_block(&mut h, &frame, block);
+            (stack_block(&mut h, c, ring, block), r)
+        };
+        println!(
+            "pair {p:2}: stack {:6.1} MB/s (user {:5.0} + sys {:5.0} ns/msg)  raw {:6.1} MB/s \
+             (user {:5.0} + sys {:5.0} ns/msg)  ratio {:.3}",
+            s.goodput / 1e6,
+            s.user_ns,
+            s.sys_ns,
+            r.goodput / 1e6,
+            r.user_ns,
+            r.sys_ns,
+            s.goodput / r.goodput
+        );
+        ratio.push(s.goodput / r.goodput);
+        st.push(s);
+        raw.push(r);
+    }
+    let med = |v: &[Block], f: fn(&Block) -> f64| median(&mut v.iter().map(f).collect::<Vec<_>>());
+    let (ms, mr) = (med(&st, |b| b.goodput), med(&raw, |b| b.goodput));
+    let mq = median(&mut ratio);
+    println!(
+        "median stack: {:.1} MB/s = {:.2} Gbit/s, {:.0} msg/s (user {:.0} + sys {:.0} ns/msg)",
+        ms / 1e6,
+        ms * 8.0 / 1e9,
+        ms / MSG as f64,
+        med(&st, |b| b.user_ns),
+        med(&st, |b| b.sys_ns)
+    );
+    println!(
+        "median raw:   {:.1} MB/s = {:.2} Gbit/s (user {:.0} + sys {:.0} ns/frame)",
+        mr / 1e6,
+        mr * 8.0 / 1e9,
+        med(&raw, |b| b.user_ns),
+        med(&raw, |b| b.sys_ns)
+    );
+    println!(
+        "ratio stack/raw: median of pairs {mq:.3} (min {:.3}, max {:.3}), of medians {:.3}; target >= 0.80",
+        ratio[0],
+        ratio[ratio.len() - 1],
+        ms / mr
+    );
+    let (sa, sb) = (h[0].io.stats(), h[1].io.stats());
+    println!(
+        "TAP A: tx {} rx {} tx_dropped {}; TAP B: tx {} rx {}; retransmitted packets {:?}",
+        sa.tx_frames,
+        sa.rx_frames,
+        sa.tx_dropped,
+        sb.tx_frames,
+        sb.rx_frames,
+        h[0].dev.counters().get("packet_seq_err")
+    );
+}

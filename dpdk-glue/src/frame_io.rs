@@ -1,0 +1,261 @@
+//! [`DpdkPort`]: a [`Port`] as a [`roce_stack::backend::FrameIo`] backend.
+
+use roce_stack::backend::FrameIo;
+
+use crate::error::DpdkError;
+use crate::mbuf::{free_bulk, Mbuf};
+use crate::mempool::Mempool;
+use crate::port::{Port, MAX_BURST};
+
+/// Counters of what the backend did besides moving frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DpdkPortCounters {
+    /// Received frames that came as mbuf chains and were copied into one
+    /// buffer before parsing (scattered RX).
+    pub rx_linearized: u64,
+    /// Transmit calls that found the pool empty and sent nothing new.
+    pub tx_no_mbuf: u64,
+    /// Transmit calls that left frames queued because the driver's ring was
+    /// full (they go first on the next call).
+    pub tx_ring_full: u64,
+}
+
+/// One queue pair of a started [`Port`] driving a [`roce_stack`] device.
+///
+/// - receive: the frame slice given to `on_frame` is the mbuf's own data
+///   (no copy); the mbufs go back to the pool in one bulk free per burst;
+/// - transmit: each frame is written by the device straight into a fresh
+///   mbuf's data room, `data_len`/`pkt_len` are set and the burst goes to
+///   the driver; frames the driver's ring refuses are kept (in order) and
+///   sent first next time, and no new frame is taken from the device while
+///   any are waiting (backpressure instead of loss); transmit mbufs come from
+///   a spare stash refilled in bulk (a burst at a time), so a call with
+///   nothing to send allocates nothing once the stash is stocked.
+#[derive(Debug)]
+pub struct DpdkPort {
+    port: Port,
+    tx_pool: Mempool,
+    queue: u16,
+    max_frame: usize,
+    rx: Vec<Mbuf>,
+    tx_spare: Vec<Mbuf>,
+    tx_pending: Vec<Mbuf>,
+    linear: Vec<u8>,
+    counters: DpdkPortCounters,
+}
+
+impl DpdkPort {
+    /// The one-call setup for a process whose EAL arguments name its port
+    /// (e.g. `roce perf --backend dpdk -- --vdev=net_memif0,...`):
+    /// initialise the EAL with `eal_args` (or reuse the running one), take
+    /// the first available port, give it a pool of 8191 standard mbufs
+    /// (named `roce_pool<port>`), configure one queue pair with `mtu`, start
+    /// it and wait up to `link_timeout` for the link.
+    ///
+    /// # Errors
+    /// Everything [`crate::Eal::init`], [`crate::Mempool::new`],
+    /// [`Port::configure`] and [`Port::wait_link_up`] report, notably
+    /// [`DpdkError::NoPorts`] and [`DpdkError::LinkDownTimeout`].
+    pub fn open(
+        eal_args: &[String],
+        mtu: u16,
+        link_timeout: std::time::Duration,
+    ) -> Result<DpdkPort, DpdkError> {
+        let eal = match crate::Eal::get() {
+            Some(e) => e,
+            None => crate::Eal::init(eal_args)?,
+        };
+        let id = *eal.available_ports()?.first().ok_or(DpdkError::NoPorts)?;
+        let pool = Mempool::new(
+            &format!("roce_pool{id}"),
+            8191,
+            256,
+            crate::DEFAULT_DATA_ROOM.max(
+                u16::try_from(usize::from(mtu) + crate::FRAME_OVERHEAD + crate::HEADROOM)
+                    .unwrap_or(u16::MAX),
+            ),
+        )?;
+        let port = Port::configure(id, 1, 1, &pool, mtu)?;
+        let io = DpdkPort::new(port)?;
+        io.port().wait_link_up(link_timeout)?;
+        Ok(io)
+    }
+
+    /// Drive queue 0 of `port`, transmitting from the port's own pool. The
+    /// port is started if it is not.
+    ///
+    /// # Errors
+    /// [`DpdkError::Call`] if the port does not start.
+    pub fn new(port: Port) -> Result<DpdkPort, DpdkError> {
+        let pool = port.pool().clone();
+        DpdkPort::with_queue(port, 0, pool)
+    }
+
+    /// Drive `queue` of `port`, allocating transmit mbufs from `tx_pool`.
+    ///
+    /// # Errors
+    /// [`DpdkError::InvalidArgument`] for a queue the port lacks or a pool
+    /// whose mbufs cannot hold an MTU-sized frame; [`DpdkError::Call`] if the
+    /// port does not start.
+    pub fn with_queue(mut port: Port, queue: u16, tx_pool: Mempool) -> Result<DpdkPort, DpdkError> {
+        if queue >= port.config().rx_queues || queue >= port.config().tx_queues {
+            return Err(DpdkError::InvalidArgument {
+                value: format!("queue {queue}"),
+                reason: "the port has no such RX/TX queue pair",
+            });
+        }
+        if tx_pool.frame_room() < port.max_frame_len() {
+            return Err(DpdkError::PoolTooSmall {
+                pool: tx_pool.name().to_string(),
+                what: "data room per mbuf for an MTU-sized frame (bytes, without headroom)",
+                needed: port.max_frame_len() as u64,
+                have: tx_pool.frame_room() as u64,
+            });
+        }
+        port.start()?;
+        let max_frame = port.max_frame_len();
+        Ok(DpdkPort {
+            port,
+            tx_pool,
+            queue,
+            max_frame,
+            rx: Vec::with_capacity(MAX_BURST),
+            tx_spare: Vec::with_capacity(MAX_BURST),
+            tx_pending: Vec::with_capacity(MAX_BURST),
+            linear: Vec::new(),
+            counters: DpdkPortCounters::default(),
+        })
+    }
+
+    /// The port.
+    pub fn port(&self) -> &Port {
+        &self.port
+    }
+
+    /// The port, mutably (stats reset, stop).
+    pub fn port_mut(&mut self) -> &mut Port {
+        &mut self.port
+    }
+
+    /// The backend's own counters.
+    pub fn counters(&self) -> DpdkPortCounters {
+        self.counters
+    }
+
+    /// Frames produced by the device but not yet accepted by the driver.
+    pub fn tx_pending(&self) -> usize {
+        self.tx_pending.len()
+    }
+
+    /// Give the port back (frames still pending are freed).
+    pub fn into_port(self) -> Port {
+        self.port
+    }
+
+    /// Put up to `n` fresh mbufs in the spare stash: in one bulk call, or
+    /// one by one when the pool has fewer than `n` free.
+    fn refill(&mut self, n: usize) {
+        if self.tx_pool.alloc_bulk(&mut self.tx_spare, n) {
+            return;
+        }
+        while self.tx_spare.len() < n {
+            match self.tx_pool.alloc() {
+                Some(m) => self.tx_spare.push(m),
+                None => break,
+            }
+        }
+    }
+
+    /// Retry the frames the driver refused earlier; returns how many it took.
+    pub fn flush(&mut self) -> usize {
+        self.port.tx_burst_retain(self.queue, &mut self.tx_pending)
+    }
+}
+
+impl FrameIo for DpdkPort {
+    type Error = DpdkError;
+
+    fn max_frame_len(&self) -> usize {
+        self.max_frame
+    }
+
+    fn rx_burst(
+        &mut self,
+        max: usize,
+        on_frame: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, DpdkError> {
+        free_bulk(&mut self.rx);
+        let n = self.port.rx_burst(self.queue, &mut self.rx, max);
+        for m in &self.rx {
+            if m.nb_segs() == 1 {
+                on_frame(m.data());
+            } else {
+                self.counters.rx_linearized += 1;
+                self.linear.clear();
+                m.copy_to(&mut self.linear);
+                on_frame(&self.linear);
+            }
+        }
+        free_bulk(&mut self.rx);
+        Ok(n)
+    }
+
+    fn tx_burst(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<usize, DpdkError> {
+        let mut accepted = 0;
+        if !self.tx_pending.is_empty() {
+            accepted += self.flush();
+            if !self.tx_pending.is_empty() {
+                self.counters.tx_ring_full += 1;
+                return Ok(accepted);
+            }
+        }
+        // At most `max` frames per call, the flushed ones included.
+        let want = max.min(MAX_BURST).saturating_sub(accepted);
+        if want == 0 {
+            return Ok(accepted);
+        }
+        // Fresh mbufs come from a spare stash refilled in bulk, so an idle
+        // call (nothing to send) costs no allocation at all.
+        let mut too_long = None;
+        while self.tx_pending.len() < want {
+            if self.tx_spare.is_empty() {
+                self.refill(want - self.tx_pending.len());
+            }
+            let Some(mut m) = self.tx_spare.pop() else {
+                self.counters.tx_no_mbuf += 1;
+                break;
+            };
+            let Some(room) = m.room_mut() else {
+                // Not a fresh single-segment mbuf (never happens with
+                // alloc); free it and stop.
+                break;
+            };
+            let room_len = room.len().min(self.max_frame);
+            let Some(len) = fill(&mut room[..room_len]) else {
+                self.tx_spare.push(m);
+                break;
+            };
+            if len > room_len || !m.set_len(len) {
+                too_long = Some((len, room_len));
+                break;
+            }
+            self.tx_pending.push(m);
+        }
+        accepted += self.flush();
+        if !self.tx_pending.is_empty() {
+            self.counters.tx_ring_full += 1;
+        }
+        if let Some((len, room)) = too_long {
+            return Err(DpdkError::TooLong {
+                what: "frame returned by the transmit fill callback",
+                len,
+                room,
+            });
+        }
+        Ok(accepted)
+    }
+}

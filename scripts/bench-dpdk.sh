@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# 64-byte RDMA WRITE message rate of the whole stack over a net_memif pair
+# between two processes (dpdk-glue/examples/memif_perf.rs: client and server
+# each a roce_stack Device on a DpdkPort, one lcore each), compared in the
+# same run with dpdk-testpmd io-forwarding 138-byte frames (the size of a
+# 64-byte RDMA WRITE ONLY frame) over a memif pair between two processes.
+# Then the same pair inside ONE process on one core (both devices in one
+# loop; testpmd: both memif ends, one forwarding lcore), which measures the
+# per-core cost without cross-process scheduling.
+# Figures from a shared 2-core VM are only meaningful as the ratio of one run.
+#
+# Needs root, libdpdk-dev, dpdk-dev (dpdk-testpmd), libclang-dev.
+# Usage: scripts/bench-dpdk.sh [seconds per measurement, default 10]
+# Env:   WINDOW (default 512): outstanding WRITEs of the stack client;
+#        TESTPMD_BURST (default 64): frames in flight per testpmd burst.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+secs=${1:-10}
+window=${WINDOW:-512}
+burst=${TESTPMD_BURST:-64}
+target=${CARGO_TARGET_DIR:-target}
+
+command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd not found (apt-get install dpdk-dev)"; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "needs root (DPDK EAL)"; exit 1; }
+
+cargo build --release -q -p dpdk-glue --example memif_perf
+bin="$target/release/examples/memif_perf"
+
+dir=$(mktemp -d /tmp/roce-bench-dpdk.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$dir"
+  # testpmd leaves its (empty) EAL runtime directories behind.
+  for p in tpa tpb tpc; do rmdir "/var/run/dpdk/$p$$" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+eal_common=(--no-huge -m 512 --no-pci --no-shconf --no-telemetry --log-level='*:error')
+
+# --- 1. the stack -----------------------------------------------------------
+"$bin" --role server --socket "$dir/stack.sock" --lcore 0 --seconds "$secs" \
+  --file-prefix "rbs$$" >"$dir/server.out" 2>"$dir/server.err" &
+server=$!
+pids+=("$server")
+sleep 0.5
+if ! "$bin" --role client --socket "$dir/stack.sock" --lcore 1 --seconds "$secs" \
+  --window "$window" --file-prefix "rbc$$" >"$dir/client.out" 2>"$dir/client.err"; then
+  echo "stack client failed:"; cat "$dir/client.err" "$dir/client.out"; exit 1
+fi
+wait "$server" || { echo "stack server failed:"; cat "$dir/server.err"; exit 1; }
+client_line=$(grep '^RESULT' "$dir/client.out")
+server_line=$(grep '^RESULT' "$dir/server.out")
+stack_mpps=$(sed -n 's/.* mpps=\([0-9.]*\).*/\1/p' <<<"$client_line")
+
+# --- 2. dpdk-testpmd, io forwarding over a memif pair (two processes) --------
+# Each process: main lcore and one forwarding lcore sharing one CPU (the
+# main lcore only sleeps and prints), the two processes on different CPUs.
+tp_common=(-- --forward-mode=io --nb-cores=1 --stats-period=1 --txpkts=138
+  --burst="$burst" --total-num-mbufs=16384)
+timeout --signal=INT $((secs + 5)) dpdk-testpmd --lcores=0@0,1@0 "${eal_common[@]}" \
+  --file-prefix="tpa$$" \
+  --vdev="net_memif0,role=server,id=0,socket=$dir/tp.sock,socket-abstract=no" \
+  "${tp_common[@]}" >"$dir/tpa.out" 2>&1 &
+tpa=$!
+pids+=("$tpa")
+sleep 1
+timeout --signal=INT $((secs + 2)) dpdk-testpmd --lcores=0@1,1@1 "${eal_common[@]}" \
+  --file-prefix="tpb$$" \
+  --vdev="net_memif0,role=client,id=0,socket=$dir/tp.sock,socket-abstract=no" \
+  "${tp_common[@]}" --tx-first >"$dir/tpb.out" 2>&1 || true
+wait "$tpa" || true
+# Median of the per-second Rx-pps samples of the client side, the first two
+# (start-up) dropped.
+testpmd_pps=$(grep -a 'Rx-pps:' "$dir/tpb.out" | awk '{print $2}' | tail -n +3 | sort -n |
+  awk '{v[NR]=$1} END {if (NR==0) print 0; else print v[int((NR+1)/2)]}')
+testpmd_mpps=$(awk -v p="$testpmd_pps" 'BEGIN {printf "%.4f", p/1e6}')
+ratio=$(awk -v a="$stack_mpps" -v b="$testpmd_mpps" 'BEGIN {if (b>0) printf "%.1f", 100*a/b; else print "n/a"}')
+
+# --- 3. one process, one core -----------------------------------------------
+"$bin" --role both --socket "$dir/both.sock" --lcore 0 --seconds "$secs" --warmup 1 \
+  --window "$window" --file-prefix "rbb$$" >"$dir/both.out" 2>"$dir/both.err" ||
+  { echo "stack (one process) failed:"; cat "$dir/both.err"; exit 1; }
+both_line=$(grep '^RESULT' "$dir/both.out")
+both_mpps=$(sed -n 's/.* mpps=\([0-9.]*\).*/\1/p' <<<"$both_line")
+timeout --signal=INT $((secs + 3)) dpdk-testpmd --lcores=0@0,1@1 "${eal_common[@]}" \
+  --file-prefix="tpc$$" \
+  --vdev="net_memif0,role=server,id=0,socket=$dir/tp1.sock,socket-abstract=no" \
+  --vdev="net_memif1,role=client,id=0,socket=$dir/tp1.sock,socket-abstract=no" \
+  "${tp_common[@]}" --tx-first >"$dir/tpc.out" 2>&1 || true
+one_pps=$(grep -a 'Rx-pps:' "$dir/tpc.out" | awk '{print $2}' | tail -n +5 | sort -n |
+  awk '{v[NR]=$1} END {if (NR==0) print 0; else print v[int((NR+1)/2)]}')
+one_mpps=$(awk -v p="$one_pps" 'BEGIN {printf "%.4f", p/1e6}')
+one_ratio=$(awk -v a="$both_mpps" -v b="$one_mpps" 'BEGIN {if (b>0) printf "%.1f", 100*a/b; else print "n/a"}')
+
+echo "stack:   $client_line"
+echo "         $server_line"
+echo "testpmd: io forward, memif pair, 2 processes, burst $burst: median Rx $testpmd_mpps Mpps per port"
+echo "one process: $both_line"
+echo "testpmd: io forward, both memif ends in one process, one forwarding lcore: median Rx $one_mpps Mpps per port"
+echo "64 B RDMA WRITE over memif, 2 processes: stack $stack_mpps Mmsg/s = $ratio% of testpmd io $testpmd_mpps Mpps (target >= 50%)"
+echo "64 B RDMA WRITE over memif, 1 process/1 core: stack $both_mpps Mmsg/s = $one_ratio% of testpmd io $one_mpps Mpps"

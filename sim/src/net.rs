@@ -1,0 +1,213 @@
+//! Frame-level helpers of the fabric: priority classification, RED/ECN
+//! marking (with the IPv4 header checksum fixed up), serialisation times.
+//!
+//! None of these parse more than the fixed header fields they need; they never
+//! panic on short or malformed frames (such frames get priority 0 and are never
+//! marked).
+
+use roce_stack::wire::{L2Info, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_MAC_CONTROL};
+
+/// Ethernet FCS, bytes: not part of the frames the stack builds, but on the
+/// wire.
+pub const FCS_LEN: u64 = 4;
+/// Preamble + start-of-frame delimiter (8 B) + minimum inter-frame gap (12 B):
+/// the per-frame overhead on the wire besides the frame and its FCS
+/// (IEEE 802.3 §4.4.2, §3.2.1).
+pub const PREAMBLE_IFG_LEN: u64 = 20;
+/// Minimum Ethernet frame without FCS (802.3 §3.2.8): shorter frames are
+/// padded to it.
+pub const MIN_FRAME_LEN: u64 = 60;
+
+/// Bytes a frame of `len` bytes (without FCS, as the stack builds it) occupies
+/// on the wire: padded to 60, plus FCS, preamble/SFD and inter-frame gap.
+/// A 4096-byte-payload RC WRITE MIDDLE (4154 B) takes 4178 B; a PFC frame
+/// (60 B) takes 84 B.
+pub fn wire_bytes(len: usize) -> u64 {
+    (len as u64).max(MIN_FRAME_LEN) + FCS_LEN + PREAMBLE_IFG_LEN
+}
+
+/// Serialisation time, picoseconds, of `wire_bytes` bytes at `gbps` Gbit/s
+/// (rounded up to the picosecond).
+pub fn serialisation_ps(wire_bytes: u64, gbps: f64) -> u64 {
+    if gbps <= 0.0 {
+        return 0;
+    }
+    // bits / (Gbit/s) = ns; ×1000 = ps.
+    (wire_bytes as f64 * 8.0 * 1000.0 / gbps).ceil() as u64
+}
+
+/// Offset of the IP header and the EtherType, if the frame is IPv4 or IPv6.
+fn ip_header(frame: &[u8]) -> Option<(usize, u16)> {
+    let l2 = L2Info::parse(frame).ok()?;
+    match l2.ethertype {
+        ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => Some((l2.header_len(), l2.ethertype)),
+        _ => None,
+    }
+}
+
+/// The IP traffic class byte (IPv4 TOS, IPv6 traffic class): DSCP << 2 | ECN.
+pub fn traffic_class(frame: &[u8]) -> Option<u8> {
+    let (off, et) = ip_header(frame)?;
+    match et {
+        ETHERTYPE_IPV4 => frame.get(off + 1).copied(),
+        _ => {
+            let b = frame.get(off..off + 2)?;
+            Some((b[0] << 4) | (b[1] >> 4))
+        }
+    }
+}
+
+/// The PFC priority of a frame as a port classifies it: the 802.1Q PCP when
+/// the frame is tagged (trust PCP), else DSCP >> 3 (trust DSCP with the
+/// default DSCP→priority map, ROCEV2-DIGEST §7: DSCP 26 → 3, DSCP 48 → 6);
+/// anything else (MAC control, ARP, malformed) is priority 0.
+pub fn priority(frame: &[u8]) -> u8 {
+    let Ok(l2) = L2Info::parse(frame) else {
+        return 0;
+    };
+    if let Some(tag) = l2.vlan {
+        return tag.pcp & 7;
+    }
+    traffic_class(frame).map_or(0, |tc| tc >> 5)
+}
+
+/// Whether `frame` is a MAC control frame (PAUSE/PFC, EtherType 0x8808).
+pub fn is_mac_control(frame: &[u8]) -> bool {
+    L2Info::parse(frame).is_ok_and(|l2| l2.ethertype == ETHERTYPE_MAC_CONTROL)
+}
+
+/// The ECN field of an IP frame (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE; RFC 3168 §5).
+pub fn ecn(frame: &[u8]) -> Option<u8> {
+    traffic_class(frame).map(|tc| tc & 3)
+}
+
+/// RFC 1071 Internet checksum of `data` (an even number of bytes).
+pub fn internet_checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for w in data.chunks(2) {
+        let hi = u32::from(w[0]) << 8;
+        let lo = u32::from(w.get(1).copied().unwrap_or(0));
+        sum += hi | lo;
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Set the ECN field of an ECT frame (ECT(0) or ECT(1)) to CE (11), as a
+/// RED/ECN switch does (RFC 3168 §5), and for IPv4 recompute the header
+/// checksum (RFC 1071 over the IHL·4 header bytes). The ICRC needs no change:
+/// the IP ECN bits are masked out of it (IBTA RoCEv2 Annex A17.4.1).
+/// Returns whether the frame was marked; Not-ECT and already-CE frames, and
+/// anything that is not IP, are left alone.
+pub fn mark_ce(frame: &mut [u8]) -> bool {
+    let Some((off, et)) = ip_header(frame) else {
+        return false;
+    };
+    match et {
+        ETHERTYPE_IPV4 => {
+            let Some(&vihl) = frame.get(off) else {
+                return false;
+            };
+            let ihl = usize::from(vihl & 0x0F) * 4;
+            if ihl < 20 || frame.len() < off + ihl {
+                return false;
+            }
+            let tos = frame[off + 1];
+            if !matches!(tos & 3, 1 | 2) {
+                return false;
+            }
+            frame[off + 1] = tos | 3;
+            frame[off + 10] = 0;
+            frame[off + 11] = 0;
+            let c = internet_checksum(&frame[off..off + ihl]);
+            frame[off + 10..off + 12].copy_from_slice(&c.to_be_bytes());
+            true
+        }
+        _ => {
+            // IPv6: traffic class spans bytes 0..2; ECN = bits 4..5 of byte 1.
+            let Some(b1) = frame.get(off + 1).copied() else {
+                return false;
+            };
+            let ecn = (b1 >> 4) & 3;
+            if !matches!(ecn, 1 | 2) {
+                return false;
+            }
+            frame[off + 1] = b1 | 0x30;
+            true
+        }
+    }
+}
+
+/// RED-style ECN marking at a switch egress queue (the DCQCN congestion
+/// point, ROCEV2-DIGEST §6; Zhu et al., SIGCOMM 2015 §3.1): the marking
+/// probability is 0 up to `kmin_bytes`, rises linearly to `pmax` at
+/// `kmax_bytes`, and is 1 above `kmax_bytes`. It is applied to the
+/// instantaneous queue depth (no averaging), as DCQCN recommends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RedEcn {
+    /// Queue depth where marking starts, bytes (Kmin).
+    pub kmin_bytes: u64,
+    /// Queue depth where the probability reaches `pmax`, bytes (Kmax).
+    pub kmax_bytes: u64,
+    /// Marking probability at Kmax (Pmax), 0..=1.
+    pub pmax: f64,
+}
+
+impl RedEcn {
+    /// Marking probability at a queue depth of `queue_bytes`.
+    pub fn probability(&self, queue_bytes: u64) -> f64 {
+        if queue_bytes <= self.kmin_bytes {
+            0.0
+        } else if queue_bytes > self.kmax_bytes {
+            1.0
+        } else {
+            let span = (self.kmax_bytes - self.kmin_bytes).max(1) as f64;
+            self.pmax * (queue_bytes - self.kmin_bytes) as f64 / span
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1071_textbook_header() {
+        // The classic worked example (e.g. RFC 1071 §3 style / Wikipedia
+        // "IPv4 header checksum"): 4500 0073 0000 4000 4011 [b861] c0a8 0001
+        // c0a8 00c7 → checksum 0xb861.
+        let mut h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(internet_checksum(&h), 0xb861);
+        h[10] = 0xb8;
+        h[11] = 0x61;
+        assert_eq!(internet_checksum(&h), 0);
+    }
+
+    #[test]
+    fn red_probability_shape() {
+        let r = RedEcn {
+            kmin_bytes: 100,
+            kmax_bytes: 300,
+            pmax: 0.2,
+        };
+        assert_eq!(r.probability(0), 0.0);
+        assert_eq!(r.probability(100), 0.0);
+        assert!((r.probability(200) - 0.1).abs() < 1e-12);
+        assert!((r.probability(300) - 0.2).abs() < 1e-12);
+        assert_eq!(r.probability(301), 1.0);
+    }
+
+    #[test]
+    fn wire_overheads() {
+        assert_eq!(wire_bytes(60), 84);
+        assert_eq!(wire_bytes(10), 84);
+        assert_eq!(wire_bytes(4154), 4178);
+        // 84 B at 100 Gbit/s = 6.72 ns.
+        assert_eq!(serialisation_ps(84, 100.0), 6720);
+    }
+}

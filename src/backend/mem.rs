@@ -1,0 +1,361 @@
+//! `mem`: two [`FrameIo`] endpoints joined by in-memory queues, one per
+//! direction, for two devices in one process (on one thread or two).
+//!
+//! Each direction owns a fixed pool of frame buffers, allocated once by
+//! [`pair`]. A buffer circulates through two bounded `std::sync::mpsc`
+//! channels (array-backed, so sending allocates nothing): the sender fills
+//! one ([`FrameIo::tx_burst`]) and queues it to the peer; the peer hands it to
+//! its device ([`FrameIo::rx_burst`]) and returns it empty. Nothing is
+//! allocated per frame. A sender with no free buffer left ends its burst
+//! early, as a NIC with a full ring does, and tries again on its next one.
+//!
+//! Options: a seeded loss probability per direction (frames counted as sent
+//! and dropped, never delivered; [`roce_stack::testing::Rng`], SplitMix64), a
+//! [`FrameTap`] that sees every delivered frame (the `--pcap` recorder), and
+//! the placement of the buffers in memory (see `roce::perf`, "Memory
+//! alignment").
+
+use std::convert::Infallible;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+
+use roce_stack::backend::FrameIo;
+use roce_stack::testing::Rng;
+
+/// Something that records frames as the wire delivers them (e.g.
+/// [`super::pcap::PcapTap`]). Called from the sending thread.
+pub trait FrameTap: Send + Sync {
+    /// Record one frame (the bytes without FCS).
+    fn record(&self, frame: &[u8]);
+}
+
+/// Default number of buffers per direction: enough to keep a 4096-byte-MTU
+/// stream going while the peer is busy.
+pub const DEFAULT_POOL: usize = 512;
+
+/// Buffers start this far past a 256-byte boundary unless placed otherwise.
+const FRAME_PHASE: usize = 128;
+
+/// How [`pair`] builds the wire.
+#[derive(Clone)]
+pub struct MemConfig {
+    /// Bytes per frame buffer (the largest frame, without FCS).
+    pub frame_cap: usize,
+    /// Buffers per direction.
+    pub pool: usize,
+    /// Probability, in [0, 1), that a frame is dropped (each direction).
+    pub loss: f64,
+    /// Seed of the loss decisions.
+    pub seed: u64,
+    /// `Some(p)`: every buffer starts exactly `p` (mod 4096) bytes past a
+    /// 4096-byte boundary; `None`: 128 bytes past a 256-byte boundary.
+    pub page_offset: Option<usize>,
+    /// Sees every delivered frame of both directions.
+    pub tap: Option<Arc<dyn FrameTap>>,
+}
+
+impl Default for MemConfig {
+    fn default() -> Self {
+        MemConfig {
+            frame_cap: 16 * 1024,
+            pool: DEFAULT_POOL,
+            loss: 0.0,
+            seed: 1,
+            page_offset: None,
+            tap: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for MemConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemConfig")
+            .field("frame_cap", &self.frame_cap)
+            .field("pool", &self.pool)
+            .field("loss", &self.loss)
+            .field("seed", &self.seed)
+            .field("page_offset", &self.page_offset)
+            .field("tap", &self.tap.is_some())
+            .finish()
+    }
+}
+
+/// One reusable frame buffer.
+#[derive(Debug)]
+struct FrameBuf {
+    data: Box<[u8]>,
+    off: usize,
+    cap: usize,
+    len: usize,
+}
+
+impl FrameBuf {
+    fn new(cap: usize, page_offset: Option<usize>) -> FrameBuf {
+        let (data, off) = match page_offset {
+            None => {
+                let data = vec![0u8; cap + 256].into_boxed_slice();
+                let addr = data.as_ptr() as usize;
+                (data, (FRAME_PHASE + 256 - addr % 256) % 256)
+            }
+            Some(p) => {
+                let data = vec![0u8; cap + 4096].into_boxed_slice();
+                let addr = data.as_ptr() as usize;
+                (data, (p % 4096 + 4096 - addr % 4096) % 4096)
+            }
+        };
+        FrameBuf {
+            data,
+            off,
+            cap,
+            len: 0,
+        }
+    }
+    fn space(&mut self) -> &mut [u8] {
+        &mut self.data[self.off..self.off + self.cap]
+    }
+    fn frame(&self) -> &[u8] {
+        &self.data[self.off..self.off + self.len]
+    }
+}
+
+/// One endpoint of the in-memory wire.
+pub struct MemIo {
+    /// Frames from the peer.
+    rx: Receiver<FrameBuf>,
+    /// The peer's buffers, returned once handled.
+    rx_return: SyncSender<FrameBuf>,
+    /// Frames to the peer.
+    tx: SyncSender<FrameBuf>,
+    /// Our buffers coming back from the peer.
+    tx_free: Receiver<FrameBuf>,
+    /// Our free buffers at hand (a stack: the most recently returned buffer
+    /// is reused first, so few buffers stay warm in the cache).
+    spare: Vec<FrameBuf>,
+    cap: usize,
+    loss: f64,
+    rng: Rng,
+    tap: Option<Arc<dyn FrameTap>>,
+    sent: u64,
+    dropped: u64,
+}
+
+impl std::fmt::Debug for MemIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemIo")
+            .field("cap", &self.cap)
+            .field("spare", &self.spare.len())
+            .field("loss", &self.loss)
+            .field("sent", &self.sent)
+            .field("dropped", &self.dropped)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two connected endpoints.
+pub fn pair(cfg: &MemConfig) -> (MemIo, MemIo) {
+    let pool = cfg.pool.max(1);
+    let (tx_ab, rx_ab) = sync_channel(pool);
+    let (ret_ab, free_ab) = sync_channel(pool);
+    let (tx_ba, rx_ba) = sync_channel(pool);
+    let (ret_ba, free_ba) = sync_channel(pool);
+    let bufs = || {
+        (0..pool)
+            .map(|_| FrameBuf::new(cfg.frame_cap, cfg.page_offset))
+            .collect::<Vec<_>>()
+    };
+    // Independent loss decisions per direction, both from the seed.
+    let mut seeder = Rng::new(cfg.seed);
+    let a = MemIo {
+        rx: rx_ba,
+        rx_return: ret_ba,
+        tx: tx_ab,
+        tx_free: free_ab,
+        spare: bufs(),
+        cap: cfg.frame_cap,
+        loss: cfg.loss,
+        rng: Rng::new(seeder.next_u64()),
+        tap: cfg.tap.clone(),
+        sent: 0,
+        dropped: 0,
+    };
+    let b = MemIo {
+        rx: rx_ab,
+        rx_return: ret_ab,
+        tx: tx_ba,
+        tx_free: free_ba,
+        spare: bufs(),
+        cap: cfg.frame_cap,
+        loss: cfg.loss,
+        rng: Rng::new(seeder.next_u64()),
+        tap: cfg.tap.clone(),
+        sent: 0,
+        dropped: 0,
+    };
+    (a, b)
+}
+
+impl MemIo {
+    /// Frames this endpoint put on the wire (dropped ones included).
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+    /// Frames of this endpoint the wire dropped (the loss option).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    fn take(&mut self) -> Option<FrameBuf> {
+        while let Ok(b) = self.tx_free.try_recv() {
+            self.spare.push(b);
+        }
+        self.spare.pop()
+    }
+
+    fn send(&mut self, mut b: FrameBuf, len: usize) {
+        self.sent += 1;
+        b.len = len.min(b.cap);
+        if self.rng.chance(self.loss) {
+            self.dropped += 1;
+            self.spare.push(b);
+            return;
+        }
+        if let Some(t) = &self.tap {
+            t.record(b.frame());
+        }
+        if let Err(e) = self.tx.send(b) {
+            // The peer is gone: the frame is lost, as on a dead link.
+            self.spare.push(e.0);
+        }
+    }
+}
+
+impl FrameIo for MemIo {
+    type Error = Infallible;
+
+    fn max_frame_len(&self) -> usize {
+        self.cap
+    }
+
+    fn rx_burst(
+        &mut self,
+        max: usize,
+        on_frame: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, Infallible> {
+        let mut n = 0;
+        while n < max {
+            let Ok(b) = self.rx.try_recv() else { break };
+            on_frame(b.frame());
+            // The peer may have exited; the buffer is then dropped.
+            let _ = self.rx_return.send(b);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn tx_burst(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<usize, Infallible> {
+        let mut n = 0;
+        while n < max {
+            let Some(mut b) = self.take() else { break };
+            match fill(b.space()) {
+                Some(len) => {
+                    self.send(b, len);
+                    n += 1;
+                }
+                None => {
+                    self.spare.push(b);
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_stack::backend::pump;
+    use roce_stack::testing::{connect, ConnOpts, Pair};
+    use roce_stack::time::Instant;
+    use roce_stack::verbs::{AccessFlags, SendWr, Sge, Wc, WcStatus, WrOpcode};
+
+    #[test]
+    fn frames_arrive_in_order_and_buffers_circulate() {
+        let cfg = MemConfig {
+            frame_cap: 64,
+            pool: 4,
+            ..MemConfig::default()
+        };
+        let (mut a, mut b) = pair(&cfg);
+        // More frames than buffers: the pool is reused.
+        let mut got = Vec::new();
+        for round in 0..10u8 {
+            let mut k = 0u8;
+            let sent = a
+                .tx_burst(3, &mut |buf| {
+                    if k == 3 {
+                        return None;
+                    }
+                    buf[0] = round * 3 + k;
+                    k += 1;
+                    Some(1)
+                })
+                .unwrap();
+            assert_eq!(sent, 3);
+            b.rx_burst(8, &mut |f| got.push(f[0])).unwrap();
+        }
+        assert_eq!(got, (0..30).collect::<Vec<u8>>());
+        // A full pool ends the burst early.
+        let sent = a.tx_burst(100, &mut |_| Some(1)).unwrap();
+        assert_eq!(sent, 4);
+        assert_eq!(a.tx_burst(1, &mut |_| Some(1)).unwrap(), 0);
+    }
+
+    #[test]
+    fn an_rc_write_over_pump() {
+        // Two devices set up as roce_stack::testing::connect does, moved to
+        // a mem pair and driven by `pump`.
+        let mut p = Pair::new(1500, Default::default(), 1);
+        let c = connect(&mut p, &ConnOpts::default());
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let src = p.dev[0]
+            .reg_mr(c.pd[0], data.clone(), 0x1000, AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        let dst = p.dev[1]
+            .reg_mr(
+                c.pd[1],
+                vec![0; 5000],
+                0x9000,
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+            )
+            .unwrap();
+        let [mut d0, mut d1] = p.dev;
+        let sge = [Sge {
+            addr: 0x1000,
+            length: 5000,
+            lkey: src.lkey,
+        }];
+        let mut wr = SendWr::new(7, WrOpcode::RdmaWrite, &sge);
+        wr.remote_addr = 0x9000;
+        wr.rkey = dst.rkey;
+        d0.post_send(c.qpn[0], &wr).unwrap();
+        let (mut a, mut b) = pair(&MemConfig::default());
+        let mut wc = [Wc::EMPTY; 4];
+        let mut done = 0;
+        for _ in 0..100 {
+            pump(&mut d0, &mut a, Instant::ZERO, 32).unwrap();
+            pump(&mut d1, &mut b, Instant::ZERO, 32).unwrap();
+            done += d0.poll_cq(c.cq[0], &mut wc);
+            if done > 0 {
+                break;
+            }
+        }
+        assert_eq!(done, 1);
+        assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
+        assert_eq!(d1.mr(dst.lkey).unwrap().as_slice(), &data[..]);
+    }
+}

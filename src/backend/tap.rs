@@ -1,0 +1,516 @@
+//! `tap`: frames over a Linux TAP interface (`/dev/net/tun`, `IFF_TAP`).
+//!
+//! A TAP interface is an Ethernet NIC whose wire is a file descriptor: every
+//! frame the kernel sends out of the interface is one `read`, every `write`
+//! is one frame the interface receives. The stack sits at the far end of
+//! that wire, as a VM does behind QEMU's TAP backend. So it has a MAC
+//! address of its own, never the interface's (the kernel, and a bridge the
+//! interface is a port of, treat frames from the interface's own MAC as
+//! their own and drop them).
+//!
+//! # Checksums and offloads (CASES R37)
+//!
+//! [`TapIo`] opens the interface with `IFF_NO_PI` and without
+//! `IFF_VNET_HDR`, and sets its offloads to none (`TUNSETOFFLOAD` 0). With
+//! no virtio-net header there is no way to pass "checksum partial" or GSO
+//! metadata in either direction, and with no offloads advertised the kernel
+//! completes every checksum and segments every GSO packet before the frame
+//! reaches the descriptor: each read is one whole, fully checksummed frame of
+//! at most MTU + 14 bytes (+ 4 with a VLAN tag). In the other direction the
+//! kernel takes our frames as they are (`CHECKSUM_NONE`): the builder
+//! computes the IPv4 header checksum in software and writes a UDP checksum
+//! of 0 over IPv4 (RFC 768 "no checksum", what rxe and ConnectX send) or the
+//! full RFC 768 checksum over IPv6 ([`roce_stack::wire::UdpChecksum`]),
+//! never a partial value. On receive the device never reads the UDP
+//! checksum (the ICRC protects the packet and masks that field), so a
+//! partial or zero value from a peer that left it to an offload is accepted
+//! (R37 a, b); `tests/tap_netns.rs` checks what actually crossed the bridge.
+//!
+//! # Neighbours
+//!
+//! The device's frames carry the next-hop MAC of the QP's address vector
+//! (`AddressVector::dmac`), fixed when the QP is connected, as rdma-core
+//! fixes it in `ibv_modify_qp` after the kernel resolved it. Here the
+//! resolution is ARP / neighbour discovery by [`roce_stack::neigh`]:
+//! [`TapHost::address_vector`] resolves the peer's IP and returns the
+//! address vector to connect (or to put in a UD work request) with. The
+//! same [`roce_stack::neigh::Neighbors`] answers ARP, neighbour
+//! solicitations and pings for the stack's addresses, so the kernel and
+//! other hosts can reach it. An entry that expires later does not change a
+//! connected QP's address vector.
+//!
+//! - [`TapIo`]: the raw backend ([`FrameIo`]).
+//! - [`TapHost`]: a [`Device`], its [`Neighbors`] and a [`TapIo`], driven on
+//!   the monotonic clock ([`roce_stack::neigh::pump`]).
+//! - [`NeighIo`]: any Ethernet backend with a [`Neighbors`] in front, for a
+//!   runner that only knows [`FrameIo`] (what [`open`] returns for
+//!   `roce perf --backend tap`).
+//!
+//! # Setting up by hand
+//!
+//! ```text
+//! ip tuntap add dev roce0 mode tap        # persistent, so `roce` can attach
+//! ip link set roce0 mtu 9000 up
+//! ip addr add 10.99.0.254/24 dev roce0    # the kernel's side of the wire
+//! roce perf --backend tap --ifname roce0 --local-ip 10.99.0.1 ...
+//! ping 10.99.0.1                          # answered by the stack
+//! ```
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::Duration;
+
+use roce_stack::backend::{FrameIo, PumpStats};
+use roce_stack::neigh::{self, NeighConfig, Neighbors, Resolution};
+use roce_stack::time::Instant;
+use roce_stack::transport::av::{AddressVector, Gid};
+use roce_stack::verbs::Device;
+
+use super::{mac_for_ip, AnyIo, BackendError, BackendOptions, Opened};
+use crate::sys;
+
+/// Interface name [`open`] uses when none is given.
+pub const DEFAULT_IFNAME: &str = "roce0";
+
+/// Default MTU, bytes of IP packet per frame (Ethernet's 1500).
+pub const DEFAULT_MTU: usize = 1500;
+
+/// Ethernet header plus one 802.1Q tag, bytes: a frame is at most MTU + 18.
+const L2_OVERHEAD: usize = 18;
+
+/// Receive buffer, bytes: the largest frame a TAP descriptor can deliver
+/// (64 KiB IP packet + L2), so an oversize frame is counted, not truncated.
+const RX_BUF_LEN: usize = 65_536 + L2_OVERHEAD;
+
+/// What a [`TapIo`] moved and dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TapStats {
+    /// Frames read and handed on.
+    pub rx_frames: u64,
+    /// Frames written.
+    pub tx_frames: u64,
+    /// Frames read that were longer than [`FrameIo::max_frame_len`]
+    /// (dropped; the interface's MTU was raised behind our back).
+    pub rx_oversize: u64,
+    /// Frames the kernel refused (`EIO` while the interface is down, as a
+    /// NIC without link drops them); dropped, the transport retransmits.
+    pub tx_dropped: u64,
+}
+
+/// A TAP interface as a [`FrameIo`]: one non-blocking `read` per received
+/// frame, one `write` per sent frame, both on buffers allocated once.
+#[derive(Debug)]
+pub struct TapIo {
+    file: File,
+    name: String,
+    mtu: usize,
+    rx_buf: Box<[u8]>,
+    tx_buf: Box<[u8]>,
+    /// A frame in `tx_buf` the kernel would not take yet (`EAGAIN`).
+    tx_pending: Option<usize>,
+    stats: TapStats,
+}
+
+/// `e` with `what` in front of its message, same kind.
+fn context(e: io::Error, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+impl TapIo {
+    /// Open the TAP interface `name` (creating it if it does not exist, else
+    /// attaching to a persistent one made with `ip tuntap add`), set its MTU
+    /// to `mtu` bytes and bring it up, in the calling thread's network
+    /// namespace. Frames of up to `mtu` + 18 bytes are moved. Needs
+    /// `CAP_NET_ADMIN`.
+    ///
+    /// # Errors
+    /// Opening `/dev/net/tun` (missing device node), `TUNSETIFF` (`EPERM`
+    /// without the capability, `EBUSY` if another descriptor holds the
+    /// interface), or setting the MTU or flags; the message names the step.
+    pub fn open(name: &str, mtu: usize) -> io::Result<TapIo> {
+        let io = TapIo::attach(name, mtu)?;
+        sys::set_mtu(&io.name, mtu)
+            .map_err(|e| context(e, format!("tap {}: MTU {mtu}", io.name)))?;
+        sys::set_up(&io.name).map_err(|e| context(e, format!("tap {}: set up", io.name)))?;
+        Ok(io)
+    }
+
+    /// Like [`TapIo::open`] but leave the interface's MTU and flags alone
+    /// (configured by someone else, e.g. with `ip` in another network
+    /// namespace); `mtu` only sizes the buffers.
+    ///
+    /// # Errors
+    /// As [`TapIo::open`].
+    pub fn attach(name: &str, mtu: usize) -> io::Result<TapIo> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open("/dev/net/tun")
+            .map_err(|e| context(e, "open /dev/net/tun"))?;
+        let name = sys::tap_attach(file.as_fd(), name)
+            .map_err(|e| context(e, format!("tap {name}: TUNSETIFF")))?;
+        Ok(TapIo {
+            file,
+            name,
+            mtu,
+            rx_buf: vec![0u8; RX_BUF_LEN].into_boxed_slice(),
+            tx_buf: vec![0u8; mtu + L2_OVERHEAD].into_boxed_slice(),
+            tx_pending: None,
+            stats: TapStats::default(),
+        })
+    }
+
+    /// The interface's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The MTU the buffers are sized for, bytes.
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> TapStats {
+        self.stats
+    }
+
+    /// Wait until a frame can be read or `timeout` passes (poll(2)).
+    /// Returns whether one can.
+    ///
+    /// # Errors
+    /// poll(2)'s.
+    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        sys::poll_readable(self.file.as_fd(), timeout)
+    }
+
+    /// Write the frame in `tx_buf[..len]`. `Ok(false)`: the kernel would
+    /// block; keep it for later.
+    fn write_frame(&mut self, len: usize) -> io::Result<bool> {
+        let frame = self.tx_buf.get(..len).unwrap_or(&[]);
+        loop {
+            match (&self.file).write(frame) {
+                Ok(_) => {
+                    self.stats.tx_frames += 1;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => {
+                    self.stats.tx_dropped += 1;
+                    return Ok(true);
+                }
+                Err(e) => return Err(context(e, format!("tap {}: write", self.name))),
+            }
+        }
+    }
+}
+
+impl FrameIo for TapIo {
+    type Error = io::Error;
+
+    fn max_frame_len(&self) -> usize {
+        self.mtu + L2_OVERHEAD
+    }
+
+    fn rx_burst(&mut self, max: usize, on_frame: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        let limit = self.max_frame_len();
+        let mut n = 0;
+        while n < max {
+            match (&self.file).read(&mut self.rx_buf) {
+                Ok(len) if len > limit => self.stats.rx_oversize += 1,
+                Ok(len) => {
+                    on_frame(self.rx_buf.get(..len).unwrap_or(&[]));
+                    self.stats.rx_frames += 1;
+                    n += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(context(e, format!("tap {}: read", self.name))),
+            }
+        }
+        Ok(n)
+    }
+
+    fn tx_burst(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> io::Result<usize> {
+        let mut n = 0;
+        if let Some(len) = self.tx_pending.take() {
+            if !self.write_frame(len)? {
+                self.tx_pending = Some(len);
+                return Ok(0);
+            }
+            n += 1;
+        }
+        while n < max {
+            let Some(len) = fill(&mut self.tx_buf) else {
+                break;
+            };
+            let len = len.min(self.tx_buf.len());
+            if !self.write_frame(len)? {
+                self.tx_pending = Some(len);
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// Nanoseconds since `epoch` as a stack [`Instant`].
+fn since(epoch: std::time::Instant) -> Instant {
+    Instant::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// A [`Device`], the [`Neighbors`] that answer and resolve for it, and the
+/// [`TapIo`] they share, on the monotonic clock (nanoseconds since
+/// [`TapHost::new`]).
+#[derive(Debug)]
+pub struct TapHost {
+    /// The RoCE device.
+    pub dev: Device,
+    /// ARP/ND/ICMP for the device's MAC and GIDs.
+    pub neigh: Neighbors,
+    /// The interface.
+    pub io: TapIo,
+    epoch: std::time::Instant,
+}
+
+impl TapHost {
+    /// Join `dev` to `io`, with a [`Neighbors`] for the device's MAC and
+    /// GIDs ([`NeighConfig::for_device`]).
+    pub fn new(dev: Device, io: TapIo) -> TapHost {
+        let cfg = NeighConfig {
+            max_frame_len: io.max_frame_len(),
+            ..NeighConfig::for_device(dev.config())
+        };
+        TapHost {
+            dev,
+            neigh: Neighbors::new(cfg),
+            io,
+            epoch: std::time::Instant::now(),
+        }
+    }
+
+    /// The current time on this host's clock.
+    pub fn now(&self) -> Instant {
+        since(self.epoch)
+    }
+
+    /// One loop step at the current time ([`roce_stack::neigh::pump`]):
+    /// up to `burst` frames in (ARP/ICMP to the neighbours, the rest to the
+    /// device), timers, up to `burst` frames out.
+    ///
+    /// # Errors
+    /// The interface's read or write error.
+    pub fn poll(&mut self, burst: usize) -> io::Result<PumpStats> {
+        let now = self.now();
+        neigh::pump(&mut self.dev, &mut self.neigh, &mut self.io, now, burst)
+    }
+
+    /// Sleep until a frame arrives, a timer of the device or the neighbours
+    /// is due, or `max` passes, whichever is first. Returns whether a frame
+    /// is waiting.
+    ///
+    /// # Errors
+    /// poll(2)'s.
+    pub fn wait(&self, max: Duration) -> io::Result<bool> {
+        let now = self.now();
+        let due = [self.dev.poll_timeout(), self.neigh.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
+            .map_or(max, |t| t.saturating_since(now).min(max));
+        if due.is_zero() {
+            return Ok(false);
+        }
+        self.io.wait_readable(due)
+    }
+
+    /// Start resolving `ip` (see [`Neighbors::request`]); the requests go
+    /// out from [`TapHost::poll`]. Returns the MAC if it is known.
+    pub fn start_resolve(&mut self, ip: IpAddr) -> Option<[u8; 6]> {
+        let now = self.now();
+        self.neigh.request(now, ip)
+    }
+
+    /// Where the resolution of `ip` stands.
+    pub fn resolution(&self, ip: IpAddr) -> Resolution {
+        self.neigh.status(self.now(), ip)
+    }
+
+    /// Resolve `ip` to a MAC by ARP (IPv4) or neighbour solicitation (IPv6),
+    /// polling this host until it answers, [`NeighConfig::max_probes`]
+    /// requests go unanswered, or `timeout` passes. For a peer served by
+    /// the same thread, call [`TapHost::start_resolve`] and poll both hosts
+    /// instead.
+    ///
+    /// # Errors
+    /// `TimedOut` when no answer came; the interface's errors.
+    pub fn resolve(&mut self, ip: IpAddr, timeout: Duration) -> io::Result<[u8; 6]> {
+        let start = std::time::Instant::now();
+        self.start_resolve(ip);
+        loop {
+            match self.resolution(ip) {
+                Resolution::Reachable(mac) => return Ok(mac),
+                Resolution::Failed => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("{ip}: no answer to ARP / neighbour solicitation"),
+                    ))
+                }
+                Resolution::Unknown => {
+                    self.start_resolve(ip);
+                }
+                Resolution::Resolving => {}
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{ip}: not resolved within {timeout:?}"),
+                ));
+            }
+            self.poll(32)?;
+            self.wait(left.min(Duration::from_millis(10)))?;
+        }
+    }
+
+    /// The address vector of the peer at `ip`: its GID, and its MAC as
+    /// [`TapHost::resolve`] finds it; hop limit 64, GID index 0.
+    ///
+    /// # Errors
+    /// As [`TapHost::resolve`].
+    pub fn address_vector(&mut self, ip: IpAddr, timeout: Duration) -> io::Result<AddressVector> {
+        let dmac = self.resolve(ip, timeout)?;
+        Ok(AddressVector {
+            dgid: Gid::from_ip(ip),
+            dmac,
+            hop_limit: 64,
+            ..AddressVector::default()
+        })
+    }
+}
+
+/// An Ethernet backend with a [`Neighbors`] in front: ARP, neighbour
+/// discovery and ICMP echo frames are answered here and never reach the
+/// caller; the replies and requests go out ahead of the caller's frames in
+/// [`FrameIo::tx_burst`]. The neighbours run on the monotonic clock
+/// (nanoseconds since [`NeighIo::new`]).
+#[derive(Debug)]
+pub struct NeighIo<B> {
+    inner: B,
+    neigh: Neighbors,
+    epoch: std::time::Instant,
+}
+
+impl<B: FrameIo> NeighIo<B> {
+    /// `neigh` in front of `inner`.
+    pub fn new(inner: B, neigh: Neighbors) -> NeighIo<B> {
+        NeighIo {
+            inner,
+            neigh,
+            epoch: std::time::Instant::now(),
+        }
+    }
+
+    /// The neighbours (cache, counters).
+    pub fn neigh(&self) -> &Neighbors {
+        &self.neigh
+    }
+
+    /// The neighbours, e.g. to request a resolution.
+    pub fn neigh_mut(&mut self) -> &mut Neighbors {
+        &mut self.neigh
+    }
+
+    /// The current time on the neighbours' clock.
+    pub fn now(&self) -> Instant {
+        since(self.epoch)
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+}
+
+impl<B: FrameIo> FrameIo for NeighIo<B> {
+    type Error = B::Error;
+
+    fn max_frame_len(&self) -> usize {
+        self.inner.max_frame_len()
+    }
+
+    /// Returns the frames handed to `on_frame` (neighbour frames excluded).
+    fn rx_burst(&mut self, max: usize, on_frame: &mut dyn FnMut(&[u8])) -> Result<usize, B::Error> {
+        let now = self.now();
+        let neigh = &mut self.neigh;
+        let mut passed = 0;
+        self.inner.rx_burst(max, &mut |frame| {
+            if !neigh.handle_frame(now, frame) {
+                passed += 1;
+                on_frame(frame);
+            }
+        })?;
+        Ok(passed)
+    }
+
+    fn tx_burst(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<usize, B::Error> {
+        let now = self.now();
+        let neigh = &mut self.neigh;
+        self.inner.tx_burst(max, &mut |buf| {
+            neigh.poll_transmit(now, buf).or_else(|| fill(buf))
+        })
+    }
+}
+
+/// Open the `tap` backend for a process-to-process run (`roce perf
+/// --backend tap`): the interface `o.ifname` (default [`DEFAULT_IFNAME`]),
+/// MTU large enough for `o.max_frame_len` (at least [`DEFAULT_MTU`]), up;
+/// the stack's address `o.local_ip` (required) with MAC `o.mac` or else
+/// [`mac_for_ip`] of it (never the interface's own MAC, see the module
+/// docs); ARP, neighbour discovery and pings answered by a [`NeighIo`].
+///
+/// # Errors
+/// No `local_ip`; the interface's errors ([`TapIo::open`]).
+pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
+    let ip = o.local_ip.ok_or_else(|| {
+        BackendError::msg(
+            "tap: the stack's IP address is required (--local-ip): the address it answers ARP and ping for",
+        )
+    })?;
+    let name = o.ifname.as_deref().unwrap_or(DEFAULT_IFNAME);
+    let mtu = o.max_frame_len.saturating_sub(14).max(DEFAULT_MTU);
+    let io = TapIo::open(name, mtu).map_err(|e| BackendError::with("tap", e))?;
+    let mac = o.mac.unwrap_or_else(|| mac_for_ip(ip));
+    let mut cfg = NeighConfig {
+        mac,
+        max_frame_len: io.max_frame_len(),
+        ..NeighConfig::default()
+    };
+    match ip {
+        IpAddr::V4(a) => cfg.ipv4.push(a),
+        IpAddr::V6(a) => cfg.ipv6.push(a),
+    }
+    let mut neigh = Neighbors::new(cfg);
+    neigh.announce();
+    Ok(Opened {
+        io: AnyIo::new(NeighIo::new(io, neigh)),
+        ip,
+        mac,
+        udp: None,
+        routes: None,
+    })
+}

@@ -1,0 +1,217 @@
+//! `roce perf --server` / `--client` between two processes over the `udp`
+//! backend on 127.0.0.1 (unique TCP and UDP ports per run): both exit 0,
+//! both print perftest's table with the message size and the iteration
+//! count asked for, the trailer's byte count is iterations × size, and the
+//! data is verified (by the server for WRITE, SEND and ATOMIC, by the
+//! client for READ).
+
+use std::net::{TcpListener, UdpSocket};
+use std::process::{Child, Command, Output, Stdio};
+
+fn roce() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+}
+
+/// A TCP port and two UDP ports that were free a moment ago.
+fn free_ports() -> (u16, u16, u16) {
+    let t = TcpListener::bind("127.0.0.1:0").expect("tcp");
+    let a = UdpSocket::bind("127.0.0.1:0").expect("udp");
+    let b = UdpSocket::bind("127.0.0.1:0").expect("udp");
+    (
+        t.local_addr().unwrap().port(),
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    )
+}
+
+fn spawn(args: &[String]) -> Child {
+    roce()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roce")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// The values of the row under the `#bytes` header.
+fn row(t: &str) -> Vec<String> {
+    let mut lines = t.lines();
+    lines
+        .by_ref()
+        .find(|l| l.trim_start().starts_with("#bytes"))
+        .unwrap_or_else(|| panic!("no table in {t}"));
+    lines
+        .next()
+        .expect("result row")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `Total: B bytes in N operations ...`: (B, N).
+fn total(t: &str) -> (u64, u64) {
+    let l = t
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Total: "))
+        .unwrap_or_else(|| panic!("no Total line in {t}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    (w[0].parse().expect("bytes"), w[3].parse().expect("ops"))
+}
+
+fn run_pair(op: &str, size: u64, iters: u64, extra: &[&str]) -> (String, String) {
+    let (tcp, us, uc) = free_ports();
+    let common = |udp: u16| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "perf",
+            op,
+            "--backend",
+            "udp",
+            "--port",
+            &tcp.to_string(),
+            "--udp-port",
+            &udp.to_string(),
+            "-n",
+            &iters.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if op != "atomic" {
+            v.push("-s".into());
+            v.push(size.to_string());
+        }
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut sa = common(us);
+    sa.push("--server".into());
+    let mut server = spawn(&sa);
+    let mut ca = common(uc);
+    ca.extend(["--client".to_string(), "127.0.0.1".to_string()]);
+    // The client retries the connection while the server starts.
+    let client = spawn(&ca);
+    let c = client.wait_with_output().expect("client");
+    if !c.status.success() {
+        // A client that never connected leaves the server waiting.
+        let _ = server.kill();
+    }
+    let s = server.wait_with_output().expect("server");
+    let (ct, ce) = text(&c);
+    let (st, se) = text(&s);
+    assert_eq!(
+        c.status.code(),
+        Some(0),
+        "{op} client: {ct}\n{ce}\nserver: {st}\n{se}"
+    );
+    assert_eq!(
+        s.status.code(),
+        Some(0),
+        "{op} server: {st}\n{se}\nclient: {ct}\n{ce}"
+    );
+    for (who, t) in [("client", &ct), ("server", &st)] {
+        assert!(t.contains("data verified: OK"), "{op} {who}: {t}");
+        assert!(t.contains(&format!("Side: {who}")), "{op} {who}: {t}");
+        let r = row(t);
+        assert_eq!(r[0], size.to_string(), "{op} {who}: #bytes");
+        assert_eq!(r[1], iters.to_string(), "{op} {who}: #iterations");
+        // -n is per QP (perftest): bytes = QPs x iterations x size.
+        let qps: u64 = extra
+            .iter()
+            .position(|a| *a == "-q")
+            .map_or(1, |i| extra[i + 1].parse().expect("-q"));
+        assert_eq!(
+            total(t),
+            (qps * iters * size, qps * iters),
+            "{op} {who}: Total"
+        );
+    }
+    (ct, st)
+}
+
+#[test]
+fn write_between_processes_over_udp() {
+    let (c, s) = run_pair("write", 4096, 300, &[]);
+    assert!(c.contains("RDMA_Write BW Test"), "{c}");
+    assert!(s.contains("server MR equals the client's pattern"), "{s}");
+}
+
+#[test]
+fn read_send_atomic_between_processes_over_udp() {
+    let (c, _) = run_pair("read", 3000, 100, &["-q", "2"]);
+    assert!(c.contains("client MR equals the server's pattern"), "{c}");
+    let (_, s) = run_pair("send", 1500, 100, &[]);
+    assert!(s.contains("100 messages received"), "{s}");
+    let (_, s) = run_pair("atomic", 8, 100, &[]);
+    assert!(s.contains("counter = 100 FETCH_ADDs"), "{s}");
+}
+
+#[test]
+fn latency_between_processes_over_udp() {
+    let (c, _) = run_pair("write", 64, 50, &["--lat"]);
+    assert!(c.contains("RDMA_Write Latency Test"), "{c}");
+}
+
+#[test]
+fn mismatched_server_refuses_with_a_message() {
+    let (tcp, us, uc) = free_ports();
+    let mut server = spawn(
+        &[
+            "perf",
+            "read",
+            "--server",
+            "--backend",
+            "udp",
+            "--port",
+            &tcp.to_string(),
+            "--udp-port",
+            &us.to_string(),
+        ]
+        .map(String::from),
+    );
+    let client = spawn(
+        &[
+            "perf",
+            "write",
+            "--client",
+            "127.0.0.1",
+            "--backend",
+            "udp",
+            "--port",
+            &tcp.to_string(),
+            "--udp-port",
+            &uc.to_string(),
+            "-n",
+            "10",
+        ]
+        .map(String::from),
+    );
+    let c = client.wait_with_output().expect("client");
+    if c.status.code() == Some(0) {
+        let _ = server.kill();
+    }
+    let s = server.wait_with_output().expect("server");
+    let (_, ce) = text(&c);
+    let (_, se) = text(&s);
+    assert_ne!(c.status.code(), Some(0), "{ce}");
+    assert_eq!(s.status.code(), Some(2), "{se}");
+    assert!(se.contains("the client runs write"), "{se}");
+    assert!(ce.contains("refused"), "{ce}");
+}
+
+#[test]
+fn mem_backend_cannot_join_processes() {
+    let o = roce()
+        .args(["perf", "write", "--server", "--backend", "mem"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("cannot join two processes"), "{e}");
+}
