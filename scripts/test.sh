@@ -31,7 +31,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-cargo test --workspace --all-targets
-cargo test --workspace --doc
+cargo test --workspace --all-targets --features dpdk
+cargo test --workspace --doc --features dpdk
 # The 100,000-message soak, in release mode (#[ignore] in debug runs).
 scripts/soak.sh

@@ -11,6 +11,10 @@ pub mod rc;
 pub mod uc;
 pub mod ud;
 
+use std::sync::Arc;
+
+use crate::backend::TxFrame;
+use crate::icrc::IcrcForm;
 use crate::time::Instant;
 use crate::verbs::device::{Ctx, TimerKind};
 use crate::verbs::mr::AccessError;
@@ -18,6 +22,7 @@ use crate::verbs::qp::{Qp, SendWqe};
 use crate::verbs::types::{AccessFlags, QpState, QpType, WcStatus};
 use crate::verbs::wr::{NetworkHdrType, Sge, Wc, WcFlags, WcOpcode};
 use crate::verbs::AsyncEvent;
+use crate::wire::{NetRepr, PacketRepr, UdpChecksum};
 
 /// Build the next frame `qp` wants to send: responses first, then requests.
 /// (`inline(always)`: the device's fast path and its paced path both call
@@ -183,7 +188,7 @@ pub(crate) fn gather(
         let (mr, r) = ctx
             .mrs
             .local(pd, sge.lkey, va, take as u64, AccessFlags::empty())?;
-        copy_payload(&mut out[done..done + take], &mr.buf[r]);
+        copy_payload(&mut out[done..done + take], &mr.buf.bytes()[r]);
         done += take;
         skip = 0;
     }
@@ -219,7 +224,7 @@ pub(crate) fn scatter(
         let (mr, r) = ctx
             .mrs
             .local(pd, sge.lkey, va, take as u64, AccessFlags::LOCAL_WRITE)?;
-        copy_payload(&mut mr.buf[r], &data[done..done + take]);
+        copy_payload(&mut mr.buf.bytes_mut()[r], &data[done..done + take]);
         done += take;
         skip = 0;
     }
@@ -234,4 +239,176 @@ pub(crate) fn scatter(
 /// (no timer).
 pub fn ack_timeout(code: u8) -> Option<core::time::Duration> {
     (code != 0 && code <= 31).then(|| core::time::Duration::from_nanos(4096u64 << code))
+}
+
+/// Zero-copy transmit state of a device ([`crate::verbs::Device::poll_transmit_gather`]).
+#[derive(Debug, Default)]
+pub(crate) struct ZeroCopy {
+    /// Payloads of at least this many bytes are sent by reference when they
+    /// are one contiguous range of a shared MR; 0 = off (plain
+    /// `poll_transmit`).
+    pub min: usize,
+    /// The gather description of the frame just produced, if it was one.
+    pub frame: Option<TxFrame>,
+    /// Frames produced as [`TxFrame::Gather`] so far.
+    pub frames: u64,
+}
+
+/// The payload `[offset, offset + len)` of the message `sges` as one range of
+/// a shared MR (its memory and the byte offset in it), when zero-copy is on
+/// for payloads this long and the range lies inside one SGE of a shared MR
+/// the WQE may read. `None` means: copy as usual (every error is found and
+/// reported by the copying path).
+pub(crate) fn shared_sge_range(
+    ctx: &mut Ctx<'_>,
+    pd: u32,
+    sges: &[Sge],
+    offset: u32,
+    len: usize,
+) -> Option<(Arc<[u8]>, usize)> {
+    if ctx.zc.min == 0 || len < ctx.zc.min {
+        return None;
+    }
+    let mut skip = u64::from(offset);
+    for sge in sges {
+        let sl = u64::from(sge.length);
+        if skip >= sl {
+            skip -= sl;
+            continue;
+        }
+        if sl - skip < len as u64 {
+            return None;
+        }
+        let va = sge.addr.checked_add(skip)?;
+        let (mr, r) = ctx
+            .mrs
+            .local(pd, sge.lkey, va, len as u64, AccessFlags::empty())
+            .ok()?;
+        return mr.shared().map(|m| (Arc::clone(m), r.start));
+    }
+    None
+}
+
+/// RFC 1071 one's-complement sum over a byte stream given in pieces of any
+/// length (a piece may end on an odd byte).
+#[derive(Default)]
+struct InetSum {
+    sum: u64,
+    odd: Option<u8>,
+}
+
+impl InetSum {
+    fn add(&mut self, mut data: &[u8]) {
+        if let Some(hi) = self.odd.take() {
+            match data.split_first() {
+                Some((lo, rest)) => {
+                    self.sum += u64::from(u16::from_be_bytes([hi, *lo]));
+                    data = rest;
+                }
+                None => {
+                    self.odd = Some(hi);
+                    return;
+                }
+            }
+        }
+        let mut chunks = data.chunks_exact(2);
+        for c in &mut chunks {
+            self.sum += u64::from(u16::from_be_bytes([c[0], c[1]]));
+        }
+        self.odd = chunks.remainder().first().copied();
+    }
+    fn finish(mut self) -> u16 {
+        if let Some(hi) = self.odd.take() {
+            self.sum += u64::from(u16::from_be_bytes([hi, 0]));
+        }
+        while self.sum > 0xFFFF {
+            self.sum = (self.sum & 0xFFFF) + (self.sum >> 16);
+        }
+        !(self.sum as u16)
+    }
+}
+
+/// Finish a frame whose headers `repr.emit_headers` wrote into `buf` (the
+/// payload would start at `off`) for a payload of `len` bytes at `start` of
+/// `mem`, without copying the payload: the pad bytes and the ICRC (IBTA 1.7
+/// §7.8.1, RoCEv2 Annex A17.4) go into the returned tail, computed over the
+/// masked header prefix, then the payload in place, then the pad; the UDP
+/// checksum (when the policy computes one, RFC 768 / RFC 8200 §8.1) is
+/// computed the same way and written into the header. The bytes
+/// `buf[..off] | payload | tail` equal what `PacketRepr::finalize` writes.
+/// `None` (copy instead) for RoCEv1 or a frame under the Ethernet minimum.
+pub(crate) fn finish_gather(
+    repr: &PacketRepr,
+    buf: &mut [u8],
+    off: usize,
+    mem: Arc<[u8]>,
+    start: usize,
+    len: usize,
+) -> Option<TxFrame> {
+    let payload = mem.get(start..start.checked_add(len)?)?;
+    let (form, l3_hdr) = match repr.net {
+        NetRepr::Ipv4(_) => (IcrcForm::Ipv4, 20),
+        NetRepr::Ipv6(_) => (IcrcForm::Ipv6, 40),
+        NetRepr::Grh(_) => return None,
+    };
+    let l3 = if repr.eth.vlan.is_some() { 18 } else { 14 };
+    let pad = len.wrapping_neg() & 3;
+    let end = off + len + pad + 4;
+    if end < crate::wire::ETH_MIN_FRAME_LEN {
+        return None;
+    }
+    let head = crate::icrc::compute(form, buf.get(l3..off)?).ok()?;
+    let mut h = crc32fast::Hasher::new_with_initial(head);
+    h.update(payload);
+    h.update(&[0u8; 3][..pad]);
+    let crc = h.finalize();
+    let mut tail = [0u8; 8];
+    tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
+    let tail_len = pad + 4;
+
+    let policy = match (repr.udp.checksum, &repr.net) {
+        (UdpChecksum::Default, NetRepr::Ipv4(_)) => UdpChecksum::Zero,
+        (UdpChecksum::Default, _) => UdpChecksum::Compute,
+        (p, _) => p,
+    };
+    let udp_off = l3 + l3_hdr;
+    let value = match policy {
+        UdpChecksum::Zero | UdpChecksum::Default => 0,
+        UdpChecksum::Value(v) => v,
+        UdpChecksum::Compute => {
+            let udp_len = end - udp_off;
+            let mut sum = InetSum::default();
+            match &repr.net {
+                NetRepr::Ipv4(r) => {
+                    sum.add(&r.src.octets());
+                    sum.add(&r.dst.octets());
+                }
+                NetRepr::Ipv6(r) => {
+                    sum.add(&r.src.octets());
+                    sum.add(&r.dst.octets());
+                }
+                NetRepr::Grh(_) => return None,
+            }
+            sum.add(&[0, 17]);
+            sum.add(&(udp_len as u32).to_be_bytes());
+            // The UDP header's checksum field is still 0 (emit_headers).
+            sum.add(buf.get(udp_off..off)?);
+            sum.add(payload);
+            sum.add(&tail[..tail_len]);
+            match sum.finish() {
+                0 => 0xFFFF,
+                c => c,
+            }
+        }
+    };
+    buf.get_mut(udp_off + 6..udp_off + 8)?
+        .copy_from_slice(&value.to_be_bytes());
+    Some(TxFrame::Gather {
+        hdr_len: off,
+        payload: mem,
+        offset: start,
+        len,
+        tail,
+        tail_len,
+    })
 }

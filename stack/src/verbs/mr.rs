@@ -3,17 +3,52 @@
 //! it is registered (safe Rust has no pinned foreign pointers); the caller reads
 //! and writes it through [`crate::verbs::Device::mr`] / `mr_mut`, and gets the
 //! buffer back from `dereg_mr`.
+//!
+//! Shared MRs ([`crate::verbs::Device::reg_mr_shared`]) instead hold an
+//! `Arc<[u8]>` the caller keeps a clone of. The stack never writes them
+//! (registration refuses LOCAL_WRITE, REMOTE_WRITE and REMOTE_ATOMIC), so a
+//! transmit path may hand the MR's bytes to a driver by reference, pinned by
+//! an `Arc` clone until the driver is done with them: they can be the source
+//! of SEND and RDMA WRITE payloads and of RDMA READ responses, never a
+//! destination.
 
 use super::keymap::KeyMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::types::AccessFlags;
+
+/// The memory behind an MR.
+#[derive(Debug)]
+pub(crate) enum MrMem {
+    /// Owned by the device while registered ([`crate::verbs::Device::reg_mr`]).
+    Owned(Vec<u8>),
+    /// Shared with the caller, read-only ([`crate::verbs::Device::reg_mr_shared`]).
+    Shared(Arc<[u8]>),
+}
+
+impl MrMem {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            MrMem::Owned(v) => v,
+            MrMem::Shared(a) => a,
+        }
+    }
+    /// Writable bytes: empty for a shared MR (never written; the access
+    /// checks refuse every write to it before this is reached).
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            MrMem::Owned(v) => v,
+            MrMem::Shared(_) => &mut [],
+        }
+    }
+}
 
 /// A registered memory region.
 #[derive(Debug)]
 pub struct Mr {
     pub(crate) pd: u32,
-    pub(crate) buf: Vec<u8>,
+    pub(crate) buf: MrMem,
     pub(crate) iova: u64,
     pub(crate) lkey: u32,
     pub(crate) rkey: u32,
@@ -23,11 +58,21 @@ pub struct Mr {
 impl Mr {
     /// The memory.
     pub fn as_slice(&self) -> &[u8] {
-        &self.buf
+        self.buf.bytes()
     }
-    /// The memory, writable.
+    /// The memory, writable. Empty for a shared MR
+    /// ([`crate::verbs::Device::reg_mr_shared`]): write it through your own
+    /// handle before registering it, it is read-only afterwards.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.buf
+        self.buf.bytes_mut()
+    }
+    /// The shared memory of an MR registered with
+    /// [`crate::verbs::Device::reg_mr_shared`]; `None` for an owned MR.
+    pub fn shared(&self) -> Option<&Arc<[u8]>> {
+        match &self.buf {
+            MrMem::Shared(a) => Some(a),
+            MrMem::Owned(_) => None,
+        }
     }
     /// I/O virtual address of byte 0.
     pub fn iova(&self) -> u64 {
@@ -43,11 +88,11 @@ impl Mr {
     }
     /// Length, bytes.
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.buf.bytes().len()
     }
     /// Whether the region is empty.
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.buf.bytes().is_empty()
     }
     /// Access rights.
     pub fn access(&self) -> AccessFlags {
@@ -58,7 +103,7 @@ impl Mr {
     pub(crate) fn range(&self, va: u64, len: u64) -> Option<Range<usize>> {
         let start = va.checked_sub(self.iova)?;
         let end = start.checked_add(len)?;
-        (end <= self.buf.len() as u64).then_some(start as usize..end as usize)
+        (end <= self.buf.bytes().len() as u64).then_some(start as usize..end as usize)
     }
 }
 

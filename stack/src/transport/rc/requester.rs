@@ -170,7 +170,21 @@ pub(crate) fn produce(
     };
     let off = repr.emit_headers(buf, len as usize).ok()?;
     let inline = flags.contains(SendFlags::INLINE);
-    let gathered = {
+    // Zero-copy (`Device::poll_transmit_gather`): a payload that is one
+    // range of a shared MR is sent by reference, not copied.
+    let zc = if inline {
+        None
+    } else {
+        let wqe = qp.sq.get(idx)?;
+        crate::transport::shared_sge_range(ctx, qp.pd, wqe.sges(), offset, len as usize).and_then(
+            |(mem, start)| {
+                crate::transport::finish_gather(&repr, buf, off, mem, start, len as usize)
+            },
+        )
+    };
+    let gathered = if zc.is_some() {
+        Ok(())
+    } else {
         let wqe = qp.sq.get(idx)?;
         let out = buf.get_mut(off..off + len as usize)?;
         let inl = inline.then_some(wqe.inline.as_slice());
@@ -187,7 +201,11 @@ pub(crate) fn produce(
         }
         return None;
     }
-    let frame_len = repr.finalize(buf, len as usize).ok()?;
+    let frame_len = if zc.is_some() {
+        repr.frame_len(len as usize)
+    } else {
+        repr.finalize(buf, len as usize).ok()?
+    };
 
     // Bookkeeping.
     let wqe = qp.sq.get_mut(idx)?;
@@ -225,6 +243,9 @@ pub(crate) fn produce(
             }
         }
         qp.sq.pop();
+    }
+    if zc.is_some() {
+        ctx.zc.frame = zc;
     }
     Some(frame_len)
 }

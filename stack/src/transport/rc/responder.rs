@@ -454,7 +454,7 @@ pub(crate) fn handle_request(
                     plen as u64,
                     AccessFlags::REMOTE_WRITE,
                 ) {
-                    Ok((mr, r)) => copy_payload(&mut mr.buf[r], pkt.payload()),
+                    Ok((mr, r)) => copy_payload(&mut mr.buf.bytes_mut()[r], pkt.payload()),
                     Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
                 }
             }
@@ -548,7 +548,7 @@ pub(crate) fn handle_request(
                 .remote(qp.pd, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
             {
                 Ok((mr, r)) => {
-                    let cell = &mut mr.buf[r];
+                    let cell = &mut mr.buf.bytes_mut()[r];
                     let mut b = [0u8; 8];
                     b.copy_from_slice(cell);
                     // Host byte order, as rxe and mlx5 in host-endian mode.
@@ -756,7 +756,26 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
         ext,
     };
     let off = repr.emit_headers(buf, payload_len as usize).ok()?;
+    // Zero-copy (`Device::poll_transmit_gather`): a READ response from a
+    // shared MR is sent by reference, not copied.
+    let mut zc = None;
     if let Some((va, rkey)) = src {
+        let n = payload_len as usize;
+        if ctx.zc.min > 0 && n >= ctx.zc.min {
+            if let Ok((mr, r)) = ctx.mrs.remote(
+                qp.pd,
+                rkey,
+                va,
+                payload_len as u64,
+                AccessFlags::REMOTE_READ,
+            ) {
+                if let Some(mem) = mr.shared().cloned() {
+                    zc = crate::transport::finish_gather(&repr, buf, off, mem, r.start, n);
+                }
+            }
+        }
+    }
+    if let (Some((va, rkey)), None) = (src, &zc) {
         if payload_len > 0 {
             let out = buf.get_mut(off..off + payload_len as usize)?;
             match ctx.mrs.remote(
@@ -766,7 +785,7 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
                 payload_len as u64,
                 AccessFlags::REMOTE_READ,
             ) {
-                Ok((mr, r)) => copy_payload(out, &mr.buf[r]),
+                Ok((mr, r)) => copy_payload(out, &mr.buf.bytes()[r]),
                 Err(_) => {
                     // The MR went away mid-stream: stop the stream.
                     qp.resp.queue.pop_front();
@@ -775,7 +794,14 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
             }
         }
     }
-    let n = repr.finalize(buf, payload_len as usize).ok()?;
+    let n = if zc.is_some() {
+        repr.frame_len(payload_len as usize)
+    } else {
+        repr.finalize(buf, payload_len as usize).ok()?
+    };
+    if zc.is_some() {
+        ctx.zc.frame = zc;
+    }
     if done {
         qp.resp.queue.pop_front();
     } else if let Some(RespItem::Read {
