@@ -6,35 +6,41 @@
 //! Two TAP interfaces bridged in a network namespace of their own
 //! (`tests/support/netns.rs`), MTU 9000 on both and on the bridge, so the
 //! path MTU is 4096 and a 4 KiB WRITE is one RC_RDMA_WRITE_ONLY frame of
-//! 4170 bytes. Everything runs on **one thread**: it polls host A, then
-//! host B, in turn (the kernel forwards each frame inside the `write`
-//! syscall, so the receiving side's work and the bridge's are on this
-//! thread too).
+//! 4170 bytes. By default **one thread** polls host A, then host B, in turn
+//! (`ROCE_TAP_THREADS=1`); the kernel forwards each frame through the bridge
+//! inside the writer's `write` syscall, so that work is on this thread too.
+//! `ROCE_TAP_THREADS=2` gives each side a busy-polling thread (as `roce
+//! perf` does); it needs two idle cores; on the shared 2-core machine, with
+//! other jobs running, it collapses to tens of MB/s for both figures.
 //!
 //! - `stack`: two [`TapHost`]s (two devices, ARP-resolved addresses), one RC
 //!   QP, 4 KiB RDMA WRITEs from A to B, [`WINDOW`] outstanding, every
-//!   WRITE signaled; the destination is a 1 MiB ring checked against the
-//!   source after each block. Goodput = 4096 × messages / time.
-//! - `raw`: the same two TAP descriptors, no stack: write frames that are
+//!   WRITE signaled, into a region of `ROCE_TAP_RING` bytes (default one
+//!   4 KiB slot per WRITE in flight) checked against the source after each
+//!   block. Goodput = 4096 × messages / time.
+//! - `raw`: the same two TAP descriptors, no stack, the same threads: write
 //!   byte copies of a 4 KiB WRITE_ONLY frame into A (at most [`WINDOW`]
-//!   ahead), read them from B until `EAGAIN`. Goodput = 4096 × frames read
-//!   / time. This is the cost of moving the frames through the kernel: the
-//!   ceiling for any user-space stack on TAP.
+//!   ahead of what B has read), read them from B. Goodput = 4096 × frames
+//!   read / time. This is the cost of moving the frames through the kernel:
+//!   the ceiling for any user-space stack on TAP.
 //!
-//! The two are measured in alternating blocks of [`BLOCK`] messages
-//! (`stack`, `raw`, `stack`, `raw`, …; the order inside a pair flips every
-//! pair), so slow phases of the shared machine hit both; each pair's ratio
-//! is `stack / raw`, and the report gives every pair, the medians and the
-//! median ratio (target ≥ 0.80).
+//! The two are measured in alternating blocks of `ROCE_TAP_BLOCK` messages
+//! (`stack`, `raw`, then `raw`, `stack`, …), so slow phases of the shared
+//! machine hit both; each pair's ratio is `stack / raw`, and the report
+//! gives every pair, the medians, the median ratio (target ≥ 0.80), and
+//! the process's user and system CPU time per message (getrusage(2), both
+//! threads, tick-sampled: indicative only).
 //!
-//! Run with `cargo bench --bench tap` (as root). Under `cargo test` (no
-//! `--bench` argument) it only says so and exits. `ROCE_TAP_PAIRS` (default
-//! 15) and `ROCE_TAP_BLOCK` (default 20000) change the sizes.
+//! Run with `cargo bench --bench tap` (as root; `scripts/bench-tap.sh`).
+//! Under `cargo test` (no `--bench` argument) it only says so and exits.
+//! `ROCE_TAP_PAIRS` (default 15) and `ROCE_TAP_BLOCK` (default 20000)
+//! change the sizes.
 
 #[path = "../tests/support/netns.rs"]
 mod netns;
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant as WallClock};
 
 use roce::backend::tap::{TapHost, TapIo};
@@ -43,7 +49,7 @@ use roce_stack::neigh::Resolution;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
     AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    SendWr, Sge, Wc, WcStatus, WrOpcode,
+    SendFlags, SendWr, Sge, Wc, WcStatus, WrOpcode,
 };
 use roce_stack::wire::ext::RethRepr;
 use roce_stack::wire::{
@@ -57,6 +63,13 @@ const MSG: usize = 4096;
 const MTU: usize = 9000;
 /// Messages (frames) in flight.
 const WINDOW: usize = 64;
+
+/// Every this many WRITEs one is signaled (and the last): perftest's
+/// `--cq-mod` (default 100 there; at most [`WINDOW`] / 4 here so the window
+/// keeps moving). The requester asks for an ACK on the last packet of a
+/// signaled WRITE, so the stack sends one ACK per `CQ_MOD` WRITEs, as
+/// `ib_write_bw` does, not one per message.
+const CQ_MOD: usize = 16;
 /// Default size of the source and destination regions, bytes: one 4 KiB
 /// slot per WRITE in flight (`ROCE_TAP_RING` changes it; perftest's
 /// ib_write_bw uses a single `size`-byte buffer).
@@ -246,10 +259,16 @@ fn connect(h: &mut [TapHost; 2], ring: usize) -> (u32, u32, u32, u32, u32) {
 }
 
 /// `n` 4 KiB WRITEs, [`WINDOW`] outstanding, then the data check.
-fn stack_block(h: &mut [TapHost; 2], c: (u32, u32, u32, u32, u32), ring: usize, n: usize) -> Block {
+fn stack_block(
+    h: &mut [TapHost; 2],
+    c: (u32, u32, u32, u32, u32),
+    ring: usize,
+    n: usize,
+    threads: usize,
+) -> Block {
     let (_, _, lkey, _, b_lkey) = c;
     h[1].dev.mr_mut(b_lkey).expect("mr").as_mut_slice().fill(0);
-    let block = measure(n, || stack_run(h, c, ring, n));
+    let block = measure(n, || stack_run(h, c, ring, n, threads));
     // The whole region was written at least once (n * 4 KiB >= ring).
     let a = h[0].dev.mr(lkey).expect("mr a").as_slice();
     let b = h[1].dev.mr(b_lkey).expect("mr b").as_slice();
@@ -257,34 +276,77 @@ fn stack_block(h: &mut [TapHost; 2], c: (u32, u32, u32, u32, u32), ring: usize, 
     block
 }
 
-/// The WRITE loop of [`stack_block`].
-fn stack_run(h: &mut [TapHost; 2], c: (u32, u32, u32, u32, u32), ring: usize, n: usize) {
-    let (qpn, cq, lkey, rkey, _) = c;
-    let start = WallClock::now();
-    let (mut posted, mut done) = (0usize, 0usize);
-    let mut wcs = [Wc::EMPTY; 64];
-    while done < n {
-        while posted < n && posted - done < WINDOW {
-            let off = ((posted * MSG) % ring) as u64;
-            let sge = [Sge {
-                addr: off,
-                length: MSG as u32,
-                lkey,
-            }];
-            let mut wr = SendWr::new(posted as u64, WrOpcode::RdmaWrite, &sge);
-            wr.remote_addr = off;
-            wr.rkey = rkey;
-            h[0].dev.post_send(qpn, &wr).expect("post_send");
-            posted += 1;
-        }
-        poll_both(h);
-        let k = h[0].dev.poll_cq(cq, &mut wcs);
-        for w in &wcs[..k] {
-            assert_eq!(w.status, WcStatus::Success, "{w:?}");
-        }
-        done += k;
-        assert!(start.elapsed() < LIMIT, "stack block stuck at {done}/{n}");
+/// Sets the flag when dropped (so a helper thread stops if the main one
+/// panics).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
+}
+
+/// The WRITE loop of [`stack_block`]: this thread posts and polls A; B is
+/// polled by this thread too (`threads` 1) or by a second one (2).
+fn stack_run(
+    h: &mut [TapHost; 2],
+    c: (u32, u32, u32, u32, u32),
+    ring: usize,
+    n: usize,
+    threads: usize,
+) {
+    let (qpn, cq, lkey, rkey, _) = c;
+    let [a, b] = h;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let stop = &stop;
+        let mut b = if threads == 2 {
+            scope.spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    let s = b.poll(64).expect("poll B");
+                    if s.rx + s.tx == 0 {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            None
+        } else {
+            Some(b)
+        };
+        let _stop = StopOnDrop(stop);
+        let start = WallClock::now();
+        let (mut posted, mut done) = (0usize, 0usize);
+        let mut wcs = [Wc::EMPTY; 64];
+        while done < n {
+            while posted < n && posted - done < WINDOW {
+                let off = ((posted * MSG) % ring) as u64;
+                let sge = [Sge {
+                    addr: off,
+                    length: MSG as u32,
+                    lkey,
+                }];
+                let mut wr = SendWr::new(posted as u64, WrOpcode::RdmaWrite, &sge);
+                wr.remote_addr = off;
+                wr.rkey = rkey;
+                if (posted + 1) % CQ_MOD != 0 && posted + 1 != n {
+                    wr.send_flags.remove(SendFlags::SIGNALED);
+                }
+                a.dev.post_send(qpn, &wr).expect("post_send");
+                posted += 1;
+            }
+            a.poll(64).expect("poll A");
+            if let Some(b) = b.as_deref_mut() {
+                b.poll(64).expect("poll B");
+            }
+            let k = a.dev.poll_cq(cq, &mut wcs);
+            for w in &wcs[..k] {
+                assert_eq!(w.status, WcStatus::Success, "{w:?}");
+                // A signaled completion retires every WRITE before it.
+                done = w.wr_id as usize + 1;
+            }
+            assert!(start.elapsed() < LIMIT, "stack block stuck at {done}/{n}");
+        }
+    });
 }
 
 /// A 4 KiB RC_RDMA_WRITE_ONLY frame from A to B (what the stack sends).
@@ -329,40 +391,79 @@ fn write_only_frame() -> Vec<u8> {
 
 /// `n` pre-built frames written into A and read from B, at most
 /// [`WINDOW`] in flight; goodput counts 4096 payload bytes per frame.
-fn raw_block(h: &mut [TapHost; 2], frame: &[u8], n: usize) -> Block {
-    measure(n, || raw_run(h, frame, n))
+fn raw_block(h: &mut [TapHost; 2], frame: &[u8], n: usize, threads: usize) -> Block {
+    measure(n, || raw_run(h, frame, n, threads))
 }
 
-/// The loop of [`raw_block`].
-fn raw_run(h: &mut [TapHost; 2], frame: &[u8], n: usize) {
+/// Read B's frames, counting ours (the kernel's own, IPv6 router
+/// solicitations and MLD reports, reach B too, now and then).
+fn read_ours(b: &mut TapIo, len: usize) -> usize {
+    let mut ours = 0;
+    b.rx_burst(64, &mut |f| ours += usize::from(f.len() == len))
+        .expect("read");
+    ours
+}
+
+/// Write up to `want` copies of `frame` into `a`.
+fn write_copies(a: &mut TapIo, frame: &[u8], want: usize) -> usize {
+    let mut left = want;
+    let sent = a
+        .tx_burst(want, &mut |buf| {
+            if left == 0 {
+                return None;
+            }
+            left -= 1;
+            buf[..frame.len()].copy_from_slice(frame);
+            Some(frame.len())
+        })
+        .expect("write");
+    // Anything the kernel sends A (none expected) is read and dropped.
+    a.rx_burst(64, &mut |_| {}).expect("read");
+    sent
+}
+
+/// The loop of [`raw_block`]: one thread writes and reads, or (`threads`
+/// 2) this one writes and a second reads.
+fn raw_run(h: &mut [TapHost; 2], frame: &[u8], n: usize, threads: usize) {
+    let [a, b] = h;
+    let (a, b) = (&mut a.io, &mut b.io);
     let start = WallClock::now();
-    let (mut sent, mut got) = (0usize, 0usize);
-    while got < n {
-        let want = (n - sent).min(WINDOW - (sent - got));
-        let mut left = want;
-        sent += h[0]
-            .io
-            .tx_burst(want, &mut |buf| {
-                if left == 0 {
-                    return None;
-                }
-                left -= 1;
-                buf[..frame.len()].copy_from_slice(frame);
-                Some(frame.len())
-            })
-            .expect("write");
-        // Count only our frames: the kernel's own (IPv6 router
-        // solicitations, MLD reports) reach B too, now and then.
-        let len = frame.len();
-        let mut ours = 0;
-        h[1].io
-            .rx_burst(64, &mut |f| ours += usize::from(f.len() == len))
-            .expect("read");
-        got += ours;
-        // Anything the kernel sends A (none expected) is read and dropped.
-        h[0].io.rx_burst(64, &mut |_| {}).expect("read");
-        assert!(start.elapsed() < LIMIT, "raw block stuck at {got}/{n}");
+    if threads == 1 {
+        let (mut sent, mut got) = (0usize, 0usize);
+        while got < n {
+            sent += write_copies(a, frame, (n - sent).min(WINDOW - (sent - got)));
+            got += read_ours(b, frame.len());
+            assert!(start.elapsed() < LIMIT, "raw block stuck at {got}/{n}");
+        }
+        return;
     }
+    let got = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let got = &got;
+        let len = frame.len();
+        scope.spawn(move || {
+            let mut mine = 0;
+            while mine < n {
+                let k = read_ours(b, len);
+                if k == 0 {
+                    std::hint::spin_loop();
+                }
+                mine += k;
+                got.store(mine, Ordering::Release);
+                assert!(start.elapsed() < LIMIT, "raw reader stuck at {mine}/{n}");
+            }
+        });
+        let mut sent = 0;
+        while sent < n {
+            let inflight = sent - got.load(Ordering::Acquire);
+            if inflight < WINDOW {
+                sent += write_copies(a, frame, (n - sent).min(WINDOW - inflight));
+            } else {
+                std::hint::spin_loop();
+            }
+            assert!(start.elapsed() < LIMIT, "raw writer stuck at {sent}/{n}");
+        }
+    });
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -388,6 +489,7 @@ fn main() {
     let pairs = env_usize("ROCE_TAP_PAIRS", 15).max(1);
     let block = env_usize("ROCE_TAP_BLOCK", 20_000).max(1);
     let ring = env_usize("ROCE_TAP_RING", RING).max(MSG) / MSG * MSG;
+    let threads = env_usize("ROCE_TAP_THREADS", 1).clamp(1, 2);
     let n = netns::Netns::new("p");
     let ta = n.tap(0, MTU);
     let tb = n.tap(1, MTU);
@@ -396,22 +498,22 @@ fn main() {
     let c = connect(&mut h, ring);
     let frame = write_only_frame();
     println!(
-        "TAP pair, one thread: {MSG}-byte RC RDMA WRITEs (frame {} B, MTU {MTU}), window {WINDOW}, \
+        "TAP pair, {threads} thread(s): {MSG}-byte RC RDMA WRITEs (frame {} B, MTU {MTU}), window {WINDOW}, \
          {} KiB regions, {pairs} pairs of {block}-message blocks",
         frame.len(),
         ring / 1024
     );
     // Warm-up: a short block of each.
-    stack_block(&mut h, c, ring, block / 4);
-    raw_block(&mut h, &frame, block / 4);
+    stack_block(&mut h, c, ring, block / 4, threads);
+    raw_block(&mut h, &frame, block / 4, threads);
     let (mut st, mut raw, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     for p in 0..pairs {
         let (s, r) = if p % 2 == 0 {
-            let s = stack_block(&mut h, c, ring, block);
-            (s, raw_block(&mut h, &frame, block))
+            let s = stack_block(&mut h, c, ring, block, threads);
+            (s, raw_block(&mut h, &frame, block, threads))
         } else {
-            let r = raw_block(&mut h, &frame, block);
-            (stack_block(&mut h, c, ring, block), r)
+            let r = raw_block(&mut h, &frame, block, threads);
+            (stack_block(&mut h, c, ring, block, threads), r)
         };
         println!(
             "pair {p:2}: stack {:6.1} MB/s (user {:5.0} + sys {:5.0} ns/msg)  raw {:6.1} MB/s \
@@ -454,12 +556,13 @@ fn main() {
     );
     let (sa, sb) = (h[0].io.stats(), h[1].io.stats());
     println!(
-        "TAP A: tx {} rx {} tx_dropped {}; TAP B: tx {} rx {}; retransmitted packets {:?}",
+        "TAP A: tx {} rx {} tx_dropped {}; TAP B: tx {} rx {}; A: NAKs (packet_seq_err) {}, ACK timeouts {}",
         sa.tx_frames,
         sa.rx_frames,
         sa.tx_dropped,
         sb.tx_frames,
         sb.rx_frames,
-        h[0].dev.counters().get("packet_seq_err")
+        h[0].dev.counters().packet_seq_err,
+        h[0].dev.counters().local_ack_timeout_err
     );
 }

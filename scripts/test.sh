@@ -7,7 +7,8 @@
 #     dpdk-dev (dpdk-testpmd, the reference in scripts/bench-dpdk.sh): the
 #     `dpdk` feature, on in this command
 #   - fonts-dejavu-core: the TrueType font `roce sim --plot` draws text with
-#   - iproute2: network namespaces, bridges and TAP devices the tests create
+#   - iproute2: network namespaces, bridges and TAP devices the tests create;
+#     iputils-ping: the kernel pings the stack over TAP (tests/tap_netns.rs)
 # Benches are compiled (cargo test --all-targets builds them) but not timed.
 # The public captures and reference vectors are read from ../shared beside the
 # repository (or $ROCE_SHARED_DIR).
@@ -20,6 +21,7 @@ missing=()
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 pkg-config --exists 'libdpdk >= 22.11' 2>/dev/null || missing+=(libdpdk-dev)
 command -v dpdk-testpmd >/dev/null 2>&1 || missing+=(dpdk-dev)
