@@ -17,6 +17,10 @@
 //! recomputed from ROCEV2-DIGEST §4 with the `crc` crate's CRC-32; and
 //! `roce decode --json` agreeing with tshark frame by frame.
 //!
+//! A third test opens the interface the way `roce perf --backend tap` does
+//! (`roce::backend::tap::open`) and pings it, and resolves the kernel's
+//! address (the bridge's MAC, read from sysfs, is the oracle).
+//!
 //! Needs root (or `CAP_NET_ADMIN` + `CAP_SYS_ADMIN`), `/dev/net/tun`, `ip`
 //! (iproute2), `ping` (iputils-ping) and tshark. Without them the tests
 //! fail and say what is missing, unless `ROCE_SKIP_ROOT_TESTS=1`.
@@ -866,4 +870,74 @@ fn r37_tap_rx_accepts_partial_and_zero_udp_checksums() {
         let got = &h[1].dev.mr(b.lkey).unwrap().as_slice()[i * 1040..];
         assert_eq!(&got[40..40 + 256], &payload[..]);
     }
+}
+
+/// What `roce perf --backend tap` opens (`roce::backend::tap::open`): the
+/// stack's MAC derived from its IP, and ARP and pings answered by the
+/// `NeighIo` in front of the interface without the caller seeing them; and
+/// a `TapHost` resolving the kernel's own address by ARP, checked against
+/// the bridge's MAC as the kernel reports it.
+#[test]
+fn tap_open_answers_ping_and_tap_host_resolves_the_kernel() {
+    if !netns::preconditions("tests/tap_netns.rs", TOOLS) {
+        return;
+    }
+    let n = Netns::new("o");
+    let ip = Ipv4Addr::new(10, 99, 0, 3);
+    let mut opened = roce::backend::tap::open(&roce::backend::BackendOptions {
+        local_ip: Some(IpAddr::V4(ip)),
+        ifname: Some(n.taps[0].clone()),
+        ..Default::default()
+    })
+    .expect("tap::open");
+    n.enslave(&n.taps[0]);
+    assert_eq!(opened.mac, [0x02, 0, 10, 99, 0, 3]);
+    assert_eq!(opened.ip, IpAddr::V4(ip));
+    assert_eq!(opened.io.max_frame_len(), 1500 + 18);
+
+    let mut child = n
+        .exec(&["ping", "-c", "1", "-W", "5", "10.99.0.3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ping");
+    let start = WallClock::now();
+    let mut passed = Vec::new();
+    while child.try_wait().expect("ping").is_none() && start.elapsed() < LIMIT {
+        opened
+            .io
+            .rx_burst(32, &mut |f| passed.push(f.to_vec()))
+            .expect("rx");
+        opened.io.tx_burst(32, &mut |_| None).expect("tx");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let out = child.wait_with_output().expect("ping output");
+    assert!(
+        out.status.success(),
+        "ping 10.99.0.3: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Whatever reached the caller is neither ARP (0x0806) nor ICMP.
+    for f in &passed {
+        assert_ne!(&f[12..14], &[0x08, 0x06]);
+        assert!(
+            !(f[12..14] == [0x08, 0x00] && f[23] == 1),
+            "ICMP passed through"
+        );
+    }
+
+    let tb = n.tap(1, 1500);
+    let mut h = host(2, tb, 1500);
+    let kernel = IpAddr::V4(Ipv4Addr::new(10, 99, 0, 254));
+    let av = h
+        .address_vector(kernel, Duration::from_secs(10))
+        .expect("resolve the bridge's address");
+    assert_eq!(av.dmac, n.bridge_mac());
+    assert_eq!(av.dgid, Gid::from_ip(kernel));
+    // Nobody has 10.99.0.77: three requests, then a clear error.
+    let err = h
+        .resolve(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 77)), LIMIT)
+        .expect_err("nobody answers");
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+    assert_eq!(h.neigh.counters().resolve_failed, 1);
 }

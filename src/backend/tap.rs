@@ -48,13 +48,26 @@
 //!
 //! # Setting up by hand
 //!
+//! Two stacks (two `roce` processes) on two TAP interfaces bridged in a
+//! network namespace of their own, the kernel on the bridge for `ping`:
+//!
 //! ```text
-//! ip tuntap add dev roce0 mode tap        # persistent, so `roce` can attach
-//! ip link set roce0 mtu 9000 up
-//! ip addr add 10.99.0.254/24 dev roce0    # the kernel's side of the wire
-//! roce perf --backend tap --ifname roce0 --local-ip 10.99.0.1 ...
-//! ping 10.99.0.1                          # answered by the stack
+//! ip netns add roce && ip netns exec roce bash     # the rest inside it
+//! ip link set lo up
+//! ip link add rbr0 type bridge && ip link set rbr0 up
+//! ip addr add 10.99.0.254/24 dev rbr0              # the kernel's address
+//! for t in roce0 roce1; do
+//!   ip tuntap add dev $t mode tap                  # persistent: roce attaches
+//!   ip link set $t mtu 9000 master rbr0 up
+//! done
+//! roce perf write --server --backend tap --ifname roce0 --local-ip 10.99.0.1 &
+//! roce perf write --client 127.0.0.1 --backend tap --ifname roce1 --local-ip 10.99.0.2
+//! ping 10.99.0.1                                   # while a stack runs
 //! ```
+//!
+//! The stack's MAC is `--mac`, or `02:00` and the four bytes of its IPv4
+//! address ([`mac_for_ip`]); the TCP side channel (here over loopback)
+//! carries the MACs, QPNs and keys.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -476,9 +489,23 @@ impl<B: FrameIo> FrameIo for NeighIo<B> {
     }
 }
 
+/// The MTU of interface `name` in this network namespace, if it exists
+/// (`/sys/class/net/NAME/mtu`).
+fn current_mtu(name: &str) -> Option<usize> {
+    if name.contains('/') {
+        return None;
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Open the `tap` backend for a process-to-process run (`roce perf
 /// --backend tap`): the interface `o.ifname` (default [`DEFAULT_IFNAME`]),
-/// MTU large enough for `o.max_frame_len` (at least [`DEFAULT_MTU`]), up;
+/// MTU large enough for `o.max_frame_len` (at least [`DEFAULT_MTU`], and
+/// never lowered), up;
 /// the stack's address `o.local_ip` (required) with MAC `o.mac` or else
 /// [`mac_for_ip`] of it (never the interface's own MAC, see the module
 /// docs); ARP, neighbour discovery and pings answered by a [`NeighIo`].
@@ -492,7 +519,13 @@ pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
         )
     })?;
     let name = o.ifname.as_deref().unwrap_or(DEFAULT_IFNAME);
-    let mtu = o.max_frame_len.saturating_sub(14).max(DEFAULT_MTU);
+    // Large enough for the run's frames; an interface set up by hand with a
+    // larger MTU keeps it.
+    let mtu = o
+        .max_frame_len
+        .saturating_sub(14)
+        .max(DEFAULT_MTU)
+        .max(current_mtu(name).unwrap_or(0));
     let io = TapIo::open(name, mtu).map_err(|e| BackendError::with("tap", e))?;
     let mac = o.mac.unwrap_or_else(|| mac_for_ip(ip));
     let mut cfg = NeighConfig {

@@ -2,6 +2,9 @@
 //! benches that need the kernel between two stacks (`tests/tap_netns.rs`,
 //! `benches/tap.rs`, which include this file with `#[path]`). Needs root.
 //! Everything is removed by [`Netns`]'s `Drop`, on panic too.
+//!
+//! `ROCE_TAP_KEEP_PCAP=1` keeps the capture file (its path is printed);
+//! `ROCE_TAP_DEBUG=1` prints tshark's messages.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -150,10 +153,31 @@ impl Netns {
         let name = &self.taps[i];
         let io = TapIo::open(name, mtu).unwrap_or_else(|e| panic!("TapIo::open({name}): {e}"));
         assert_eq!(io.name(), name);
+        self.enslave(name);
+        io
+    }
+
+    /// Move interface `name` (open in this process) into the namespace,
+    /// make it a port of the bridge and bring it up there.
+    pub fn enslave(&self, name: &str) {
         sh(&["ip", "link", "set", name, "netns", &self.ns]);
         sh(&["ip", "-n", &self.ns, "link", "set", name, "master", BRIDGE]);
         sh(&["ip", "-n", &self.ns, "link", "set", name, "up"]);
-        io
+    }
+
+    /// The bridge's MAC address, as the kernel reports it (sysfs).
+    pub fn bridge_mac(&self) -> [u8; 6] {
+        let out = self
+            .exec(&["cat", &format!("/sys/class/net/{BRIDGE}/address")])
+            .output()
+            .expect("read the bridge's address");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let bytes: Vec<u8> = text
+            .trim()
+            .split(':')
+            .map(|b| u8::from_str_radix(b, 16).expect("hex"))
+            .collect();
+        bytes.try_into().expect("6 bytes")
     }
 
     /// Raise the bridge's MTU (it follows its ports' minimum otherwise).
