@@ -15,7 +15,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use dpdk_glue::extbuf::{tx_chain_extbuf, tx_copy};
 use dpdk_glue::{Eal, Mempool, DEFAULT_DATA_ROOM};
 
-const SIZES: [usize; 4] = [256, 1024, 4096, 8192];
+const SIZES: [usize; 6] = [256, 512, 1024, 2048, 4096, 8192];
 const COLD_REGION: usize = 64 << 20;
 const HEADER: [u8; 58] = [0x5A; 58];
 const TAIL: [u8; 7] = [0, 0, 0xA1, 0xB2, 0xC3, 0xD4, 0];

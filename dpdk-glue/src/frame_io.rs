@@ -1,6 +1,6 @@
 //! [`DpdkPort`]: a [`Port`] as a [`roce_stack::backend::FrameIo`] backend.
 
-use roce_stack::backend::FrameIo;
+use roce_stack::backend::{FrameIo, TxFrame};
 
 use crate::error::DpdkError;
 use crate::mbuf::{free_bulk, Mbuf};
@@ -18,6 +18,14 @@ pub struct DpdkPortCounters {
     /// Transmit calls that left frames queued because the driver's ring was
     /// full (they go first on the next call).
     pub tx_ring_full: u64,
+    /// Frames sent by [`FrameIo::tx_burst_gather`] as a 3-segment chain
+    /// whose payload segment is attached to the memory region
+    /// ([`crate::extbuf::tx_chain_extbuf`]): no payload copy.
+    pub tx_zero_copy_frames: u64,
+    /// Gather frames that had to be copied into one mbuf instead (the chain
+    /// could not be built: pool empty, IOVA-as-PA mode, payload over 65535
+    /// bytes).
+    pub tx_zero_copy_fallback: u64,
 }
 
 /// One queue pair of a started [`Port`] driving a [`roce_stack`] device.
@@ -30,11 +38,20 @@ pub struct DpdkPortCounters {
 ///   sent first next time, and no new frame is taken from the device while
 ///   any are waiting (backpressure instead of loss); transmit mbufs come from
 ///   a spare stash refilled in bulk (a burst at a time), so a call with
-///   nothing to send allocates nothing once the stash is stocked.
+///   nothing to send allocates nothing once the stash is stocked;
+/// - zero-copy transmit ([`FrameIo::tx_burst_gather`]): a
+///   [`TxFrame::Gather`] frame leaves as the chain `header mbuf | mbuf
+///   attached to the MR's memory | pad + ICRC mbuf`
+///   ([`crate::extbuf::tx_chain_extbuf`]); the chain holds an `Arc` of the
+///   memory until the driver frees it. Header and tail mbufs come from the
+///   transmit pool, the attached one from [`DpdkPort::set_ext_pool`]'s pool
+///   (default: the transmit pool). The driver must accept multi-segment
+///   mbufs (memif, and NICs with `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`).
 #[derive(Debug)]
 pub struct DpdkPort {
     port: Port,
     tx_pool: Mempool,
+    ext_pool: Option<Mempool>,
     queue: u16,
     max_frame: usize,
     rx: Vec<Mbuf>,
@@ -117,6 +134,7 @@ impl DpdkPort {
         Ok(DpdkPort {
             port,
             tx_pool,
+            ext_pool: None,
             queue,
             max_frame,
             rx: Vec::with_capacity(MAX_BURST),
@@ -140,6 +158,13 @@ impl DpdkPort {
     /// The backend's own counters.
     pub fn counters(&self) -> DpdkPortCounters {
         self.counters
+    }
+
+    /// Take the mbufs that are attached to memory regions for zero-copy
+    /// transmit from `pool` (their own data room is unused: a pool with a
+    /// data room of 0 bytes suffices) instead of the transmit pool.
+    pub fn set_ext_pool(&mut self, pool: Mempool) {
+        self.ext_pool = Some(pool);
     }
 
     /// Frames produced by the device but not yet accepted by the driver.
@@ -240,6 +265,103 @@ impl FrameIo for DpdkPort {
                 break;
             };
             if len > room_len || !m.set_len(len) {
+                too_long = Some((len, room_len));
+                break;
+            }
+            self.tx_pending.push(m);
+        }
+        accepted += self.flush();
+        if !self.tx_pending.is_empty() {
+            self.counters.tx_ring_full += 1;
+        }
+        if let Some((len, room)) = too_long {
+            return Err(DpdkError::TooLong {
+                what: "frame returned by the transmit fill callback",
+                len,
+                room,
+            });
+        }
+        Ok(accepted)
+    }
+
+    fn tx_burst_gather(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+    ) -> Result<usize, DpdkError> {
+        let mut accepted = 0;
+        if !self.tx_pending.is_empty() {
+            accepted += self.flush();
+            if !self.tx_pending.is_empty() {
+                self.counters.tx_ring_full += 1;
+                return Ok(accepted);
+            }
+        }
+        let want = max.min(MAX_BURST).saturating_sub(accepted);
+        if want == 0 {
+            return Ok(accepted);
+        }
+        let mut too_long = None;
+        while self.tx_pending.len() < want {
+            if self.tx_spare.is_empty() {
+                self.refill(want - self.tx_pending.len());
+            }
+            let Some(mut m) = self.tx_spare.pop() else {
+                self.counters.tx_no_mbuf += 1;
+                break;
+            };
+            let Some(room) = m.room_mut() else {
+                break;
+            };
+            let room_len = room.len().min(self.max_frame);
+            let room = &mut room[..room_len];
+            let Some(frame) = fill(room) else {
+                self.tx_spare.push(m);
+                break;
+            };
+            if let TxFrame::Gather {
+                hdr_len,
+                payload,
+                offset,
+                len,
+                ..
+            } = &frame
+            {
+                let ext_pool = self.ext_pool.as_ref().unwrap_or(&self.tx_pool);
+                let chain = room.get(..*hdr_len).ok_or(DpdkError::TooLong {
+                    what: "headers returned by the transmit fill callback",
+                    len: *hdr_len,
+                    room: room_len,
+                });
+                let chain = chain.and_then(|hdr| {
+                    crate::extbuf::tx_chain_extbuf(
+                        &self.tx_pool,
+                        ext_pool,
+                        hdr,
+                        payload,
+                        *offset,
+                        *len,
+                        frame.tail(),
+                    )
+                });
+                if let Ok(chain) = chain {
+                    // The headers went into the chain's own mbuf.
+                    self.tx_spare.push(m);
+                    self.tx_pending.push(chain);
+                    self.counters.tx_zero_copy_frames += 1;
+                    continue;
+                }
+                self.counters.tx_zero_copy_fallback += 1;
+            }
+            // Whole, or a chain that could not be built: one mbuf.
+            let len = match frame.linearize(room) {
+                Some(n) => n,
+                None => {
+                    too_long = Some((frame.len(), room_len));
+                    break;
+                }
+            };
+            if !m.set_len(len) {
                 too_long = Some((len, room_len));
                 break;
             }

@@ -8,13 +8,107 @@
 //!   device parses it in place and copies the payload once, straight into the
 //!   destination memory region;
 //! - transmit lends the caller a driver buffer (for DPDK the mbuf's data
-//!   room) and the device writes the whole frame, headers included, into it.
+//!   room) and the device writes the whole frame, headers included, into it;
+//! - zero-copy transmit ([`FrameIo::tx_burst_gather`], [`pump_gather`]): a
+//!   large payload from a shared MR comes as a [`TxFrame::Gather`], headers
+//!   in the lent buffer and the payload by reference, which a driver that
+//!   can chain buffers (DPDK external buffers) sends without copying; the
+//!   provided implementation copies it into the lent buffer
+//!   ([`TxFrame::linearize`]), so every backend accepts it.
 //!
 //! Nothing here performs I/O: the implementations live with their OS or
 //! driver glue (`dpdk-glue`, the `roce` CLI's backends).
 
+use std::sync::Arc;
+
 use crate::time::Instant;
 use crate::verbs::Device;
+
+/// One frame produced by [`Device::poll_transmit_gather`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxFrame {
+    /// The whole frame, this many bytes, is at the start of the buffer.
+    Whole(usize),
+    /// The frame is `buffer[..hdr_len] | payload[offset..offset + len] |
+    /// tail[..tail_len]`: headers in the buffer, the payload by reference to
+    /// a shared MR's memory (the `Arc` pins it while the frame is in
+    /// flight), then the pad bytes and the ICRC (IBTA 1.7 §7.8.1).
+    Gather {
+        /// Header bytes at the start of the buffer (Ethernet through the
+        /// last extension header).
+        hdr_len: usize,
+        /// The memory of the shared MR that holds the payload.
+        payload: Arc<[u8]>,
+        /// Offset of the payload in `payload`, bytes.
+        offset: usize,
+        /// Payload length, bytes (without pad).
+        len: usize,
+        /// Pad bytes (0-3 zeros) then the 4 ICRC bytes in wire order.
+        tail: [u8; 8],
+        /// Bytes of `tail` in use (pad + 4).
+        tail_len: usize,
+    },
+}
+
+impl TxFrame {
+    /// The frame length on the wire, bytes (without FCS).
+    pub fn len(&self) -> usize {
+        match self {
+            TxFrame::Whole(n) => *n,
+            TxFrame::Gather {
+                hdr_len,
+                len,
+                tail_len,
+                ..
+            } => hdr_len + len + tail_len,
+        }
+    }
+
+    /// Whether the frame is empty (never, for a produced frame).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The payload slice of a [`TxFrame::Gather`]; `None` for `Whole` (or a
+    /// range outside the memory, which the device never produces).
+    pub fn payload(&self) -> Option<&[u8]> {
+        match self {
+            TxFrame::Whole(_) => None,
+            TxFrame::Gather {
+                payload,
+                offset,
+                len,
+                ..
+            } => payload.get(*offset..offset.checked_add(*len)?),
+        }
+    }
+
+    /// The tail (pad + ICRC) of a [`TxFrame::Gather`]; empty for `Whole`.
+    pub fn tail(&self) -> &[u8] {
+        match self {
+            TxFrame::Whole(_) => &[],
+            TxFrame::Gather { tail, tail_len, .. } => tail.get(..*tail_len).unwrap_or(&[]),
+        }
+    }
+
+    /// Make the frame whole in `buf` (whose first bytes hold what the device
+    /// wrote): a `Gather` frame's payload and tail are copied after its
+    /// headers. Returns the frame length, or `None` when `buf` is too short
+    /// (never for the buffer the device wrote the headers into: it checks
+    /// that the whole frame fits).
+    pub fn linearize(&self, buf: &mut [u8]) -> Option<usize> {
+        let TxFrame::Gather { hdr_len, .. } = self else {
+            return Some(self.len());
+        };
+        let payload = self.payload()?;
+        let tail = self.tail();
+        let p_end = hdr_len + payload.len();
+        crate::transport::copy_payload(buf.get_mut(*hdr_len..p_end)?, payload);
+        buf.get_mut(p_end..p_end + tail.len())?
+            .copy_from_slice(tail);
+        Some(self.len())
+    }
+}
 
 /// A driver that receives and transmits Ethernet frames in bursts.
 ///
@@ -50,6 +144,21 @@ pub trait FrameIo {
         max: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<usize, Self::Error>;
+
+    /// As [`FrameIo::tx_burst`], for a producer that may describe a frame
+    /// by reference ([`TxFrame::Gather`], from
+    /// [`Device::poll_transmit_gather`]). The provided implementation copies
+    /// such frames whole into the lent buffer ([`TxFrame::linearize`]); a
+    /// driver that can send a chain of buffers overrides it to send the
+    /// payload in place, keeping the frame's `Arc` until the driver is done
+    /// with the memory.
+    fn tx_burst_gather(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+    ) -> Result<usize, Self::Error> {
+        self.tx_burst(max, &mut |buf| fill(buf).and_then(|f| f.linearize(buf)))
+    }
 }
 
 /// What one [`pump`] step moved.
@@ -79,5 +188,26 @@ pub fn pump<B: FrameIo + ?Sized>(
         dev.handle_timeout(now);
     }
     let tx = io.tx_burst(burst, &mut |buf| dev.poll_transmit(now, buf))?;
+    Ok(PumpStats { rx, tx })
+}
+
+/// As [`pump`], transmitting with [`Device::poll_transmit_gather`] and
+/// [`FrameIo::tx_burst_gather`]: large payloads of shared MRs go to the
+/// backend by reference (sent without a copy by backends that support it,
+/// copied once by the others).
+///
+/// # Errors
+/// The backend's error from `rx_burst` or `tx_burst_gather`.
+pub fn pump_gather<B: FrameIo + ?Sized>(
+    dev: &mut Device,
+    io: &mut B,
+    now: Instant,
+    burst: usize,
+) -> Result<PumpStats, B::Error> {
+    let rx = io.rx_burst(burst, &mut |frame| dev.handle_frame(now, frame))?;
+    if dev.poll_timeout().is_some_and(|t| t <= now) {
+        dev.handle_timeout(now);
+    }
+    let tx = io.tx_burst_gather(burst, &mut |buf| dev.poll_transmit_gather(now, buf))?;
     Ok(PumpStats { rx, tx })
 }
