@@ -9,13 +9,21 @@
 # per-core cost without cross-process scheduling.
 # Figures from a shared 2-core VM are only meaningful as the ratio of one run.
 #
+# With --roce-perf, the stack side is instead the `roce` CLI itself,
+# `roce perf write -s 64 --mtu 1024 -D SECS --server/--client --backend dpdk`
+# (two processes, side channel on 127.0.0.1, one net_memif port each), next
+# to the same two-process testpmd run (section 2); it prints the client's
+# MsgRate and its ratio to testpmd's.
+#
 # Needs root, libdpdk-dev, dpdk-dev (dpdk-testpmd), libclang-dev.
-# Usage: scripts/bench-dpdk.sh [seconds per measurement, default 10]
+# Usage: scripts/bench-dpdk.sh [--roce-perf] [seconds per measurement, default 10]
 # Env:   WINDOW (default 512): outstanding WRITEs of the stack client;
 #        TESTPMD_BURST (default 64): frames in flight per testpmd burst.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode=example
+if [ "${1:-}" = --roce-perf ]; then mode=roce-perf; shift; fi
 secs=${1:-10}
 window=${WINDOW:-512}
 burst=${TESTPMD_BURST:-64}
@@ -24,8 +32,13 @@ target=${CARGO_TARGET_DIR:-target}
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd not found (apt-get install dpdk-dev)"; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "needs root (DPDK EAL)"; exit 1; }
 
-cargo build --release -q -p dpdk-glue --example memif_perf
+if [ "$mode" = example ]; then
+  cargo build --release -q -p dpdk-glue --example memif_perf
+else
+  cargo build --release -q --features dpdk --bin roce
+fi
 bin="$target/release/examples/memif_perf"
+roce="$target/release/roce"
 
 dir=$(mktemp -d /tmp/roce-bench-dpdk.XXXXXX)
 pids=()
@@ -33,13 +46,42 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   rm -rf "$dir"
   # testpmd leaves its (empty) EAL runtime directories behind.
-  for p in tpa tpb tpc; do rmdir "/var/run/dpdk/$p$$" 2>/dev/null || true; done
+  for p in tpa tpb tpc rps rpc; do rm -rf "/var/run/dpdk/$p$$" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
 eal_common=(--no-huge -m 512 --no-pci --no-shconf --no-telemetry --log-level='*:error')
 
+# --- 1'. --roce-perf: the roce CLI, two processes ---------------------------
+if [ "$mode" = roce-perf ]; then
+  tcp_port=$((20000 + $$ % 20000))
+  perf_common=(perf write -s 64 --mtu 1024 -D "$secs" --tx-depth "$window"
+    --backend dpdk --port "$tcp_port")
+  # A memif port carries at most 1518-byte frames: --mtu 1024.
+  # -l pins each process (all its threads) to one CPU: server 0, client 1.
+  "$roce" "${perf_common[@]}" --server --local-ip 10.77.0.2 \
+    --mac 02:00:0a:4d:00:02 -- "${eal_common[@]}" -l 0 --file-prefix "rps$$" \
+    --vdev="net_memif0,role=server,id=0,socket=$dir/perf.sock,socket-abstract=no" \
+    >"$dir/perf-server.out" 2>"$dir/perf-server.err" &
+  server=$!
+  pids+=("$server")
+  if ! "$roce" "${perf_common[@]}" --client 127.0.0.1 --local-ip 10.77.0.1 \
+    --mac 02:00:0a:4d:00:01 -- "${eal_common[@]}" -l 1 --file-prefix "rpc$$" \
+    --vdev="net_memif0,role=client,id=0,socket=$dir/perf.sock,socket-abstract=no" \
+    >"$dir/perf-client.out" 2>"$dir/perf-client.err"; then
+    echo "roce perf client failed:"; cat "$dir/perf-client.err" "$dir/perf-client.out"
+    cat "$dir/perf-server.err"; exit 1
+  fi
+  wait "$server" || { echo "roce perf server failed:"; cat "$dir/perf-server.err"; exit 1; }
+  # The row under "#bytes": size, iterations, peak, average, MsgRate[Mpps].
+  perf_row=$(awk '/#bytes/ {getline; print; exit}' "$dir/perf-client.out")
+  stack_mpps=$(awk '{print $5}' <<<"$perf_row")
+  grep -q 'data verified: OK' "$dir/perf-client.out" ||
+    { echo "roce perf: data not verified"; cat "$dir/perf-client.out"; exit 1; }
+fi
+
 # --- 1. the stack -----------------------------------------------------------
+if [ "$mode" = example ]; then
 "$bin" --role server --socket "$dir/stack.sock" --lcore 0 --seconds "$secs" \
   --file-prefix "rbs$$" >"$dir/server.out" 2>"$dir/server.err" &
 server=$!
@@ -53,6 +95,7 @@ wait "$server" || { echo "stack server failed:"; cat "$dir/server.err"; exit 1; 
 client_line=$(grep '^RESULT' "$dir/client.out")
 server_line=$(grep '^RESULT' "$dir/server.out")
 stack_mpps=$(sed -n 's/.* mpps=\([0-9.]*\).*/\1/p' <<<"$client_line")
+fi
 
 # --- 2. dpdk-testpmd, io forwarding over a memif pair (two processes) --------
 # Each process: main lcore and one forwarding lcore sharing one CPU (the
@@ -77,6 +120,14 @@ testpmd_pps=$(grep -a 'Rx-pps:' "$dir/tpb.out" | awk '{print $2}' | tail -n +3 |
   awk '{v[NR]=$1} END {if (NR==0) print 0; else print v[int((NR+1)/2)]}')
 testpmd_mpps=$(awk -v p="$testpmd_pps" 'BEGIN {printf "%.4f", p/1e6}')
 ratio=$(awk -v a="$stack_mpps" -v b="$testpmd_mpps" 'BEGIN {if (b>0) printf "%.1f", 100*a/b; else print "n/a"}')
+
+if [ "$mode" = roce-perf ]; then
+  echo "roce perf: $(grep -a 'Transport:' "$dir/perf-client.out" | sed 's/^ *//')"
+  echo "           #bytes #iterations peak avg MsgRate: $perf_row"
+  echo "testpmd: io forward, memif pair, 2 processes, burst $burst: median Rx $testpmd_mpps Mpps per port"
+  echo "64 B RDMA WRITE over memif, 2 processes, roce perf: $stack_mpps Mmsg/s = $ratio% of testpmd io $testpmd_mpps Mpps"
+  exit 0
+fi
 
 # --- 3. one process, one core -----------------------------------------------
 "$bin" --role both --socket "$dir/both.sock" --lcore 0 --seconds "$secs" --warmup 1 \

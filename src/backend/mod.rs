@@ -285,21 +285,85 @@ pub fn open_dpdk(o: &BackendOptions) -> Result<Opened, BackendError> {
 }
 
 /// The DPDK hook: initialise the EAL with `o.eal_args`, take its first
-/// port ([`dpdk_glue::DpdkPort::open`]: one queue pair, a 9000-byte MTU
-/// when the run's frames need more than 1500) and return it as an
-/// [`Opened`]: `o.local_ip` as the IP (required: a DPDK port has no
+/// port (as [`dpdk_glue::DpdkPort::open`] does: a pool of 8191 mbufs, one
+/// queue pair, a 9000-byte MTU when the run's frames need more than 1500),
+/// start it, wait up to [`DPDK_LINK_TIMEOUT`] for its link, and return it
+/// as an [`Opened`]: `o.local_ip` as the IP (required: a DPDK port has no
 /// address of its own), `o.mac` or the port's MAC.
 ///
 /// # Errors
-/// No local IP, or the EAL's or the port's failure.
+/// No local IP, or the EAL's or the port's failure (a link still down).
 #[cfg(feature = "dpdk")]
 pub fn open_dpdk(o: &BackendOptions) -> Result<Opened, BackendError> {
+    open_dpdk_with(o, Some(DPDK_LINK_TIMEOUT))
+}
+
+/// Like [`open_dpdk`], without waiting for the link: what a `--server`
+/// does before it listens on the side channel, so that a `net_memif`
+/// server socket exists before a client can connect to it (a memif client
+/// port fails to start while its server's socket is missing, and the
+/// server's link comes up only once a client has started).
+///
+/// # Errors
+/// As [`open_dpdk`], except a link that is down.
+#[cfg(feature = "dpdk")]
+pub fn open_dpdk_unlinked(o: &BackendOptions) -> Result<Opened, BackendError> {
+    open_dpdk_with(o, None)
+}
+
+/// Without the `dpdk` feature: always [`NO_DPDK`].
+///
+/// # Errors
+/// Always [`NO_DPDK`].
+#[cfg(not(feature = "dpdk"))]
+pub fn open_dpdk_unlinked(o: &BackendOptions) -> Result<Opened, BackendError> {
+    open_dpdk(o)
+}
+
+/// How long [`open_dpdk`] waits for the port's link.
+pub const DPDK_LINK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[cfg(feature = "dpdk")]
+fn open_dpdk_with(
+    o: &BackendOptions,
+    link_timeout: Option<std::time::Duration>,
+) -> Result<Opened, BackendError> {
+    use dpdk_glue::{DpdkPort, Eal, Mempool, Port};
     let ip = o
         .local_ip
         .ok_or_else(|| BackendError::msg("dpdk: give the device's address with --local-ip"))?;
     let mtu: u16 = if o.max_frame_len > 1514 { 9000 } else { 1500 };
-    let port = dpdk_glue::DpdkPort::open(&o.eal_args, mtu, std::time::Duration::from_secs(10))
-        .map_err(|e| BackendError::with("dpdk", e))?;
+    let dpdk = |e| BackendError::with("dpdk", e);
+    let eal = match Eal::get() {
+        Some(e) => e,
+        None => Eal::init(&o.eal_args).map_err(dpdk)?,
+    };
+    let id = *eal
+        .available_ports()
+        .map_err(dpdk)?
+        .first()
+        .ok_or_else(|| dpdk(dpdk_glue::DpdkError::NoPorts))?;
+    let room = usize::from(mtu) + dpdk_glue::FRAME_OVERHEAD + dpdk_glue::HEADROOM;
+    let pool = Mempool::new(
+        &format!("roce_pool{id}"),
+        8191,
+        256,
+        dpdk_glue::DEFAULT_DATA_ROOM.max(u16::try_from(room).unwrap_or(u16::MAX)),
+    )
+    .map_err(dpdk)?;
+    let port = Port::configure(id, 1, 1, &pool, mtu).map_err(|e| {
+        BackendError::with(
+            format!(
+                "dpdk: port MTU {mtu} (a path MTU above 1024 needs 9000; ports limited \
+                 to 1500-byte frames, e.g. net_memif, need --mtu 1024 or less)"
+            ),
+            e,
+        )
+    })?;
+    let port = DpdkPort::new(port).map_err(dpdk)?;
+    if let Some(t) = link_timeout {
+        port.port().wait_link_up(t).map_err(dpdk)?;
+    }
     let mac = match o.mac {
         Some(m) => m,
         None => port

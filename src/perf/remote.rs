@@ -55,6 +55,7 @@ use std::str::FromStr;
 use std::thread;
 use std::time::Duration;
 
+use roce_stack::backend::FrameIo;
 use roce_stack::transport::av::Gid;
 use roce_stack::verbs::Device;
 
@@ -495,6 +496,24 @@ fn listen(port: u16) -> Result<TcpListener, PerfError> {
 }
 
 fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError> {
+    // DPDK: start the port before listening, so that a net_memif server
+    // socket exists by the time a client (which opens its port right after
+    // connecting) starts its own; its link comes up with the client's.
+    // Its MTU cannot wait for the client's config: it follows this
+    // process's own --mtu (checked against the client's below).
+    let mut early = if own.backend == BackendKind::Dpdk {
+        let mut o = remote.backend.clone();
+        o.max_frame_len = engine::frame_cap(own);
+        Some(backend::open_dpdk_unlinked(&o).map_err(|e| {
+            if e.to_string() == backend::NO_DPDK {
+                PerfError::Usage(e.to_string())
+            } else {
+                PerfError::Run(e.to_string())
+            }
+        })?)
+    } else {
+        None
+    };
     let listener = listen(remote.port)?;
     let (stream, _) = listener
         .accept()
@@ -519,7 +538,22 @@ fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError
             return Err(PerfError::Usage(m));
         }
     };
-    let opened = match open_backend(&cfg, remote, tcp_local, 4791) {
+    if let Some(o) = &early {
+        if engine::frame_cap(&cfg) > o.io.max_frame_len() {
+            let m = format!(
+                "the server's port carries frames of at most {} bytes, too small for the \
+                 client's --mtu {}: give the server the same --mtu",
+                o.io.max_frame_len(),
+                cfg.mtu.bytes()
+            );
+            let _ = ch.send(&format!("ROCE-PERF 1 server\nerror {m}\n"));
+            return Err(PerfError::Usage(m));
+        }
+    }
+    let opened = match early
+        .take()
+        .map_or_else(|| open_backend(&cfg, remote, tcp_local, 4791), Ok)
+    {
         Ok(o) => o,
         Err(e) => {
             let _ = ch.send(&format!("ROCE-PERF 1 server\nerror server backend: {e}\n"));

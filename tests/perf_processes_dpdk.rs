@@ -1,0 +1,260 @@
+//! `roce perf --server` / `--client` between two processes over the `dpdk`
+//! backend: each process runs its own EAL (`--no-huge -m 128 --no-pci
+//! --no-shconf`, a file prefix of its own) with one `net_memif` port, the
+//! server's `role=server` and the client's `role=client` on one socket
+//! (unique per run), and the two exchange their QP parameters over the TCP
+//! side channel on 127.0.0.1 (a unique port). Both exit 0, both print
+//! perftest's table with the message size and the iteration count asked
+//! for, the trailer's byte count is iterations × size, and the data is
+//! verified (by the server for WRITE, by the client for READ). A memif
+//! port carries frames of at most 1518 bytes, so both run `--mtu 1024`.
+//!
+//! Needs a build with `--features dpdk` (libdpdk-dev 22.11, libclang-dev)
+//! and root (the EAL); skipped when `ROCE_SKIP_ROOT_TESTS=1`.
+#![cfg(feature = "dpdk")]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The client's and the server's device addresses (distinct: each is the
+/// other's GID in the address vector).
+const CLIENT_IP: &str = "10.77.0.1";
+const SERVER_IP: &str = "10.77.0.2";
+const CLIENT_MAC: &str = "02:00:0a:4d:00:01";
+const SERVER_MAC: &str = "02:00:0a:4d:00:02";
+
+fn skip() -> bool {
+    if std::env::var("ROCE_SKIP_ROOT_TESTS").as_deref() == Ok("1") {
+        eprintln!("ROCE_SKIP_ROOT_TESTS=1: skipping tests/perf_processes_dpdk.rs");
+        return true;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("?");
+    assert_eq!(
+        euid, "0",
+        "tests/perf_processes_dpdk.rs runs DPDK's EAL: run it as root, or set \
+         ROCE_SKIP_ROOT_TESTS=1 to skip it"
+    );
+    false
+}
+
+/// A name no other run (or test of this run) uses: pid and a counter.
+fn unique(what: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{what}{}x{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Removes the memif socket and the EAL runtime directories of one pair.
+struct Cleanup {
+    socket: PathBuf,
+    prefixes: [String; 2],
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        for p in &self.prefixes {
+            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{p}"));
+        }
+    }
+}
+
+fn spawn(args: &[String]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roce")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// The values of the row under the `#bytes` header.
+fn row(t: &str) -> Vec<String> {
+    let mut lines = t.lines();
+    lines
+        .by_ref()
+        .find(|l| l.trim_start().starts_with("#bytes"))
+        .unwrap_or_else(|| panic!("no table in {t}"));
+    lines
+        .next()
+        .expect("result row")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `Total: B bytes in N operations ...`: (B, N).
+fn total(t: &str) -> (u64, u64) {
+    let l = t
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Total: "))
+        .unwrap_or_else(|| panic!("no Total line in {t}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    (w[0].parse().expect("bytes"), w[3].parse().expect("ops"))
+}
+
+/// Run `roce perf OP` as a memif server and a memif client; check both
+/// outputs; return (client stdout, server stdout).
+fn run_pair(op: &str, size: u64, iters: u64) -> (String, String) {
+    let tcp = TcpListener::bind("127.0.0.1:0")
+        .expect("tcp")
+        .local_addr()
+        .unwrap()
+        .port();
+    let socket = std::env::temp_dir().join(format!("{}.sock", unique("roce-pp-memif")));
+    let guard = Cleanup {
+        socket: socket.clone(),
+        prefixes: [unique("rppd-s"), unique("rppd-c")],
+    };
+    let args = |role: &str, ip: &str, mac: &str, prefix: &str| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "perf",
+            op,
+            "--backend",
+            "dpdk",
+            "--port",
+            &tcp.to_string(),
+            "--local-ip",
+            ip,
+            "--mac",
+            mac,
+            "-n",
+            &iters.to_string(),
+            "-s",
+            &size.to_string(),
+            // A memif port carries frames of at most 1518 bytes.
+            "--mtu",
+            "1024",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if role == "server" {
+            v.push("--server".into());
+        } else {
+            v.extend(["--client".to_string(), "127.0.0.1".to_string()]);
+        }
+        v.push("--".into());
+        v.extend([
+            format!(
+                "--vdev=net_memif0,role={role},id=0,socket={},socket-abstract=no",
+                socket.display()
+            ),
+            "--no-huge".into(),
+            "-m".into(),
+            "128".into(),
+            "--no-pci".into(),
+            "--no-shconf".into(),
+            "--no-telemetry".into(),
+            "-l".into(),
+            "0".into(),
+            "--log-level=*:error".into(),
+            "--file-prefix".into(),
+            prefix.into(),
+        ]);
+        v
+    };
+    let mut server = spawn(&args("server", SERVER_IP, SERVER_MAC, &guard.prefixes[0]));
+    // The client retries the side channel while the server starts; the
+    // server's memif socket exists before it listens.
+    let client = spawn(&args("client", CLIENT_IP, CLIENT_MAC, &guard.prefixes[1]));
+    let c = client.wait_with_output().expect("client");
+    if !c.status.success() {
+        // A client that never connected leaves the server waiting.
+        let _ = server.kill();
+    }
+    let s = server.wait_with_output().expect("server");
+    drop(guard);
+    let (ct, ce) = text(&c);
+    let (st, se) = text(&s);
+    assert_eq!(
+        c.status.code(),
+        Some(0),
+        "{op} client: {ct}\n{ce}\nserver: {st}\n{se}"
+    );
+    assert_eq!(
+        s.status.code(),
+        Some(0),
+        "{op} server: {st}\n{se}\nclient: {ct}\n{ce}"
+    );
+    for (who, t) in [("client", &ct), ("server", &st)] {
+        assert!(t.contains("data verified: OK"), "{op} {who}: {t}");
+        assert!(t.contains(&format!("Side: {who}")), "{op} {who}: {t}");
+        let r = row(t);
+        assert_eq!(r[0], size.to_string(), "{op} {who}: #bytes");
+        assert_eq!(r[1], iters.to_string(), "{op} {who}: #iterations");
+        assert_eq!(total(t), (iters * size, iters), "{op} {who}: Total");
+    }
+    (ct, st)
+}
+
+#[test]
+fn write_between_processes_over_dpdk_memif() {
+    if skip() {
+        return;
+    }
+    let (c, s) = run_pair("write", 4096, 200);
+    assert!(c.contains("RDMA_Write BW Test"), "{c}");
+    assert!(c.contains("dpdk 10.77.0.1"), "{c}");
+    assert!(s.contains("server MR equals the client's pattern"), "{s}");
+}
+
+#[test]
+fn read_between_processes_over_dpdk_memif() {
+    if skip() {
+        return;
+    }
+    let (c, _) = run_pair("read", 3000, 100);
+    assert!(c.contains("RDMA_Read BW Test"), "{c}");
+    assert!(c.contains("client MR equals the server's pattern"), "{c}");
+}
+
+/// A memif port carries at most 1518-byte frames (DPDK's memif driver
+/// reports `max_rx_pktlen` 1518): a server left at the default 4096-byte
+/// path MTU (which needs a 9000-byte port MTU) fails at once and says
+/// what to pass, instead of waiting for a client.
+#[test]
+fn memif_server_with_a_jumbo_mtu_says_to_lower_it() {
+    if skip() {
+        return;
+    }
+    let socket = std::env::temp_dir().join(format!("{}.sock", unique("roce-pp-memif")));
+    let guard = Cleanup {
+        socket: socket.clone(),
+        prefixes: [unique("rppd-j"), unique("rppd-k")],
+    };
+    let o = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["perf", "write", "--server", "--backend", "dpdk"])
+        .args(["--local-ip", SERVER_IP, "--port", "1", "--"])
+        .arg(format!(
+            "--vdev=net_memif0,role=server,id=0,socket={},socket-abstract=no",
+            socket.display()
+        ))
+        .args(["--no-huge", "-m", "128", "--no-pci", "--no-shconf"])
+        .args(["--no-telemetry", "-l", "0", "--log-level=*:error"])
+        .args(["--file-prefix", &guard.prefixes[0]])
+        .output()
+        .expect("run roce");
+    drop(guard);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("port MTU 9000"), "{err}");
+    assert!(err.contains("--mtu 1024 or less"), "{err}");
+}

@@ -1,0 +1,200 @@
+//! `roce perf --server` / `--client` between two processes over the `tap`
+//! backend, each process on a TAP interface of its own, the two TAPs ports
+//! of one Linux bridge (needs root).
+//!
+//! Each test makes a network namespace `roce{pid}{tag}` with bridge `rbr0`
+//! (`tests/support/netns.rs`), creates two persistent TAP interfaces
+//! (`rtap{pid}{tag}a`, `…b`) in it with `ip tuntap add`, enslaves both to
+//! the bridge and brings them up; then it runs `roce perf OP --server` and
+//! `roce perf OP --client 127.0.0.1` in that namespace (`ip netns exec`),
+//! each attaching to its TAP with `--ifname` (the backend attaches to an
+//! existing interface of that name). So the bridge is complete before
+//! either stack sends a frame. The side channel runs on the namespace's
+//! loopback; the stacks are 10.77.0.2 (server) and 10.77.0.1 (client),
+//! each with its own MAC; the kernel only forwards their frames.
+//! Everything is removed by a guard's `Drop`, on panic too.
+//!
+//! Both exit 0, both print perftest's table with the message size and the
+//! iteration count asked for, the trailer's byte count is iterations ×
+//! size, and the data is verified (by the server for WRITE, by the client
+//! for READ).
+//!
+//! Needs root (or `CAP_NET_ADMIN` + `CAP_SYS_ADMIN`), `/dev/net/tun` and
+//! `ip` (iproute2). Without them the tests fail and say what is missing,
+//! unless `ROCE_SKIP_ROOT_TESTS=1`.
+
+#[path = "support/netns.rs"]
+mod netns;
+
+use std::net::TcpListener;
+use std::process::{Child, Output, Stdio};
+
+use netns::{sh, Netns, BRIDGE};
+
+const CLIENT_IP: &str = "10.77.0.1";
+const SERVER_IP: &str = "10.77.0.2";
+const CLIENT_MAC: &str = "02:00:0a:4d:00:01";
+const SERVER_MAC: &str = "02:00:0a:4d:00:02";
+
+/// The namespace with its two TAP ports; `Drop` deletes the TAPs, then the
+/// namespace (with its bridge).
+struct Wire {
+    n: Netns,
+}
+
+impl Wire {
+    fn new(tag: &str) -> Wire {
+        let w = Wire { n: Netns::new(tag) };
+        let ns = w.n.ns.as_str();
+        for t in &w.n.taps {
+            sh(&["ip", "-n", ns, "tuntap", "add", "dev", t, "mode", "tap"]);
+            sh(&["ip", "-n", ns, "link", "set", t, "master", BRIDGE]);
+            sh(&["ip", "-n", ns, "link", "set", t, "up"]);
+        }
+        w
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        for t in &self.n.taps {
+            let _ = std::process::Command::new("ip")
+                .args(["-n", &self.n.ns, "link", "del", t])
+                .output();
+        }
+    }
+}
+
+fn spawn(w: &Wire, args: &[String]) -> Child {
+    let args: Vec<&str> = std::iter::once(env!("CARGO_BIN_EXE_roce"))
+        .chain(args.iter().map(String::as_str))
+        .collect();
+    w.n.exec(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roce")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// The values of the row under the `#bytes` header.
+fn row(t: &str) -> Vec<String> {
+    let mut lines = t.lines();
+    lines
+        .by_ref()
+        .find(|l| l.trim_start().starts_with("#bytes"))
+        .unwrap_or_else(|| panic!("no table in {t}"));
+    lines
+        .next()
+        .expect("result row")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `Total: B bytes in N operations ...`: (B, N).
+fn total(t: &str) -> (u64, u64) {
+    let l = t
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Total: "))
+        .unwrap_or_else(|| panic!("no Total line in {t}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    (w[0].parse().expect("bytes"), w[3].parse().expect("ops"))
+}
+
+/// Run `roce perf OP` as server (TAP `…b`) and client (TAP `…a`) in the
+/// namespace; check both outputs; return (client stdout, server stdout).
+fn run_pair(w: &Wire, op: &str, size: u64, iters: u64) -> (String, String) {
+    // Any port: the namespace's loopback is its own.
+    let tcp = TcpListener::bind("127.0.0.1:0")
+        .expect("tcp")
+        .local_addr()
+        .unwrap()
+        .port();
+    let args = |ifname: &str, ip: &str, mac: &str| -> Vec<String> {
+        [
+            "perf",
+            op,
+            "--backend",
+            "tap",
+            "--ifname",
+            ifname,
+            "--port",
+            &tcp.to_string(),
+            "--local-ip",
+            ip,
+            "--mac",
+            mac,
+            "-n",
+            &iters.to_string(),
+            "-s",
+            &size.to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut sa = args(&w.n.taps[1], SERVER_IP, SERVER_MAC);
+    sa.push("--server".into());
+    let mut server = spawn(w, &sa);
+    let mut ca = args(&w.n.taps[0], CLIENT_IP, CLIENT_MAC);
+    ca.extend(["--client".to_string(), "127.0.0.1".to_string()]);
+    // The client retries the side channel while the server starts.
+    let client = spawn(w, &ca);
+    let c = client.wait_with_output().expect("client");
+    if !c.status.success() {
+        // A client that never connected leaves the server waiting.
+        let _ = server.kill();
+    }
+    let s = server.wait_with_output().expect("server");
+    let (ct, ce) = text(&c);
+    let (st, se) = text(&s);
+    assert_eq!(
+        c.status.code(),
+        Some(0),
+        "{op} client: {ct}\n{ce}\nserver: {st}\n{se}"
+    );
+    assert_eq!(
+        s.status.code(),
+        Some(0),
+        "{op} server: {st}\n{se}\nclient: {ct}\n{ce}"
+    );
+    for (who, t) in [("client", &ct), ("server", &st)] {
+        assert!(t.contains("data verified: OK"), "{op} {who}: {t}");
+        assert!(t.contains(&format!("Side: {who}")), "{op} {who}: {t}");
+        let r = row(t);
+        assert_eq!(r[0], size.to_string(), "{op} {who}: #bytes");
+        assert_eq!(r[1], iters.to_string(), "{op} {who}: #iterations");
+        assert_eq!(total(t), (iters * size, iters), "{op} {who}: Total");
+    }
+    (ct, st)
+}
+
+#[test]
+fn write_between_processes_over_tap_and_a_bridge() {
+    if !netns::preconditions("tests/perf_processes_tap.rs", &[]) {
+        return;
+    }
+    let w = Wire::new("pw");
+    let (c, s) = run_pair(&w, "write", 4096, 200);
+    assert!(c.contains("RDMA_Write BW Test"), "{c}");
+    assert!(c.contains("tap 10.77.0.1"), "{c}");
+    assert!(s.contains("server MR equals the client's pattern"), "{s}");
+}
+
+#[test]
+fn read_between_processes_over_tap_and_a_bridge() {
+    if !netns::preconditions("tests/perf_processes_tap.rs", &[]) {
+        return;
+    }
+    let w = Wire::new("pr");
+    let (c, _) = run_pair(&w, "read", 3000, 100);
+    assert!(c.contains("RDMA_Read BW Test"), "{c}");
+    assert!(c.contains("client MR equals the server's pattern"), "{c}");
+}
