@@ -2,7 +2,7 @@
 # Seed the cargo-fuzz corpora, build the fuzz targets once and run each for a
 # bounded time. Exits non-zero if any target crashes (or fails to build/run).
 #
-# Usage: scripts/fuzz.sh [target ...]        (default: all four targets)
+# Usage: scripts/fuzz.sh [target ...]        (default: all five targets)
 #   FUZZ_SECONDS=60   seconds per target (libFuzzer -max_total_time)
 #   FUZZ_ARGS="..."   extra libFuzzer flags, e.g. "-max_len=8192"
 #   ROCE_SHARED_DIR   where the shared reference material is (default ../shared)
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 seconds="${FUZZ_SECONDS:-60}"
 shared="${ROCE_SHARED_DIR:-$root/../shared}"
-all_targets=(frame transport_headers mac_control pcap_decode)
+all_targets=(frame transport_headers mac_control pcap_decode host_rx)
 if [[ $# -gt 0 ]]; then
     targets=("$@")
 else
@@ -145,6 +145,7 @@ if frames:
 for f in frames:
     put("frame", f)
     put("mac_control", f)
+    put("host_rx", struct.pack(">H", len(f)) + f)
     t = transport(f)
     if t is not None:
         put("transport_headers", t)
