@@ -31,8 +31,8 @@ enum Command {
     /// Decode a pcap/pcapng capture: one line per frame, JSON Lines, or counts.
     #[command(long_about = DECODE_LONG_ABOUT)]
     Decode(DecodeArgs),
-    /// Measure RC WRITE/READ/SEND/ATOMIC bandwidth or latency between two
-    /// in-process devices (like perftest's ib_*_bw / ib_*_lat).
+    /// Measure RC WRITE/READ/SEND/ATOMIC bandwidth or latency (like perftest's
+    /// ib_*_bw / ib_*_lat), in one process or as --server / --client.
     #[command(long_about = PERF_LONG_ABOUT)]
     Perf(PerfArgs),
     /// Simulate a RoCEv2 fabric (incast, PFC, DCQCN) with this stack on every
