@@ -5,8 +5,13 @@
 //! data is verified (by the server for WRITE, SEND and ATOMIC, by the
 //! client for READ).
 
+#[path = "support/perf_output.rs"]
+mod perf_output;
+
 use std::net::{TcpListener, UdpSocket};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
+
+use perf_output::{row, text, total};
 
 fn roce() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce"))
@@ -31,38 +36,6 @@ fn spawn(args: &[String]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn roce")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
-}
-
-/// The values of the row under the `#bytes` header.
-fn row(t: &str) -> Vec<String> {
-    let mut lines = t.lines();
-    lines
-        .by_ref()
-        .find(|l| l.trim_start().starts_with("#bytes"))
-        .unwrap_or_else(|| panic!("no table in {t}"));
-    lines
-        .next()
-        .expect("result row")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
-}
-
-/// `Total: B bytes in N operations ...`: (B, N).
-fn total(t: &str) -> (u64, u64) {
-    let l = t
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Total: "))
-        .unwrap_or_else(|| panic!("no Total line in {t}"));
-    let w: Vec<&str> = l.split_whitespace().collect();
-    (w[0].parse().expect("bytes"), w[3].parse().expect("ops"))
 }
 
 fn run_pair(op: &str, size: u64, iters: u64, extra: &[&str]) -> (String, String) {

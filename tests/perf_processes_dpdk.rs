@@ -13,10 +13,15 @@
 //! and root (the EAL); skipped when `ROCE_SKIP_ROOT_TESTS=1`.
 #![cfg(feature = "dpdk")]
 
+#[path = "support/perf_output.rs"]
+mod perf_output;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use perf_output::{row, text, total};
 
 /// The client's and the server's device addresses (distinct: each is the
 /// other's GID in the address vector).
@@ -76,38 +81,6 @@ fn spawn(args: &[String]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn roce")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
-}
-
-/// The values of the row under the `#bytes` header.
-fn row(t: &str) -> Vec<String> {
-    let mut lines = t.lines();
-    lines
-        .by_ref()
-        .find(|l| l.trim_start().starts_with("#bytes"))
-        .unwrap_or_else(|| panic!("no table in {t}"));
-    lines
-        .next()
-        .expect("result row")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
-}
-
-/// `Total: B bytes in N operations ...`: (B, N).
-fn total(t: &str) -> (u64, u64) {
-    let l = t
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Total: "))
-        .unwrap_or_else(|| panic!("no Total line in {t}"));
-    let w: Vec<&str> = l.split_whitespace().collect();
-    (w[0].parse().expect("bytes"), w[3].parse().expect("ops"))
 }
 
 /// Run `roce perf OP` as a memif server and a memif client; check both

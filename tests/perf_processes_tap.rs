@@ -26,8 +26,13 @@
 #[path = "support/netns.rs"]
 mod netns;
 
+#[path = "support/perf_output.rs"]
+mod perf_output;
+
 use std::net::TcpListener;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
+
+use perf_output::{row, text, total};
 
 use netns::{sh, Netns, BRIDGE};
 
@@ -74,38 +79,6 @@ fn spawn(w: &Wire, args: &[String]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn roce")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
-}
-
-/// The values of the row under the `#bytes` header.
-fn row(t: &str) -> Vec<String> {
-    let mut lines = t.lines();
-    lines
-        .by_ref()
-        .find(|l| l.trim_start().starts_with("#bytes"))
-        .unwrap_or_else(|| panic!("no table in {t}"));
-    lines
-        .next()
-        .expect("result row")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
-}
-
-/// `Total: B bytes in N operations ...`: (B, N).
-fn total(t: &str) -> (u64, u64) {
-    let l = t
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Total: "))
-        .unwrap_or_else(|| panic!("no Total line in {t}"));
-    let w: Vec<&str> = l.split_whitespace().collect();
-    (w[0].parse().expect("bytes"), w[3].parse().expect("ops"))
 }
 
 /// Run `roce perf OP` as server (TAP `…b`) and client (TAP `…a`) in the
