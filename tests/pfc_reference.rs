@@ -19,7 +19,6 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 
 use roce_stack::pfc::{GeneratorConfig, PfcGenerator, Thresholds};
 use roce_stack::time::Instant;
@@ -49,30 +48,6 @@ const FIELDS: &[&str] = &[
 
 /// The source MAC of every frame in pfc.pcap (tshark: `02:00:00:00:00:01`).
 const PCAP_SRC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
-
-/// The tshark binary, or `None` when `ROCE_SKIP_TSHARK=1`.
-///
-/// # Panics
-/// If tshark cannot be run and the skip variable is not set.
-fn tshark() -> Option<String> {
-    if std::env::var("ROCE_SKIP_TSHARK").as_deref() == Ok("1") {
-        eprintln!("ROCE_SKIP_TSHARK=1: skipping the tshark cross-check");
-        return None;
-    }
-    let bin = std::env::var("TSHARK").unwrap_or_else(|_| "tshark".to_string());
-    match Command::new(&bin).arg("-v").output() {
-        Ok(o) if o.status.success() => Some(bin),
-        Ok(o) => panic!(
-            "`{bin} -v` failed ({}): the PFC reference check needs tshark (Debian/Ubuntu: \
-             `apt-get install tshark`); set ROCE_SKIP_TSHARK=1 to skip it",
-            o.status
-        ),
-        Err(e) => panic!(
-            "cannot run `{bin}`: {e}. The PFC reference check needs tshark (Debian/Ubuntu: \
-             `apt-get install tshark`); set ROCE_SKIP_TSHARK=1 to skip it"
-        ),
-    }
-}
 
 /// One frame as tshark printed it: field -> value (absent when empty).
 struct Row(HashMap<&'static str, String>);
@@ -123,39 +98,9 @@ impl Row {
 }
 
 fn tshark_rows(bin: &str, file: &Path) -> Vec<Row> {
-    let mut cmd = Command::new(bin);
-    cmd.arg("-n").arg("-r").arg(file).args([
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-E",
-        "occurrence=a",
-    ]);
-    for f in FIELDS {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("run tshark");
-    assert!(
-        out.status.success(),
-        "tshark on {}: {}\n{}",
-        file.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("tshark output is UTF-8")
-        .lines()
-        .map(|line| {
-            let vals: Vec<&str> = line.split('|').collect();
-            assert_eq!(vals.len(), FIELDS.len(), "tshark line {line:?}");
-            Row(FIELDS
-                .iter()
-                .zip(vals)
-                .filter(|(_, v)| !v.trim().is_empty())
-                .map(|(f, v)| (*f, v.trim().to_string()))
-                .collect())
-        })
+    common::tshark_fields(bin, file, &[], FIELDS)
+        .into_iter()
+        .map(Row)
         .collect()
 }
 
@@ -242,7 +187,7 @@ fn pfc_pcap_frames_rebuilt_byte_exact() {
 /// captured bytes.
 #[test]
 fn pfc_pcap_tshark_decode_rebuilds_the_frames() {
-    let Some(bin) = tshark() else { return };
+    let Some(bin) = common::tshark() else { return };
     let path = pcap_path();
     let frames = read_pcap(&path);
     let rows = tshark_rows(&bin, &path);
@@ -274,7 +219,7 @@ fn pfc_pcap_tshark_decode_rebuilds_the_frames() {
 /// 01:80:C2:00:00:01 from the port MAC, with no malformed or expert report.
 #[test]
 fn generator_output_decodes_in_tshark() {
-    let Some(bin) = tshark() else { return };
+    let Some(bin) = common::tshark() else { return };
     let mac = [0x02, 0x00, 0x00, 0x00, 0x00, 0x2a];
     let th = Thresholds::new(4096, 2048);
     let us = Instant::from_micros;

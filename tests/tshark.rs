@@ -16,6 +16,8 @@
 //! byte 4 (FECN, BECN, Resv6a) as `infiniband.reserved`, and the payload plus
 //! pad bytes as `data.len`.
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
@@ -93,30 +95,6 @@ const FIELDS: &[&str] = &[
     "_ws.col.Info",
 ];
 
-/// The tshark binary, or `None` when `ROCE_SKIP_TSHARK=1`.
-///
-/// # Panics
-/// If tshark cannot be run and the skip variable is not set.
-fn tshark() -> Option<String> {
-    if std::env::var("ROCE_SKIP_TSHARK").as_deref() == Ok("1") {
-        eprintln!("ROCE_SKIP_TSHARK=1: skipping the tshark cross-check");
-        return None;
-    }
-    let bin = std::env::var("TSHARK").unwrap_or_else(|_| "tshark".to_string());
-    match Command::new(&bin).arg("-v").output() {
-        Ok(o) if o.status.success() => Some(bin),
-        Ok(o) => panic!(
-            "`{bin} -v` failed ({}): the tshark cross-check needs tshark (Debian/Ubuntu: \
-             `apt-get install tshark`); set ROCE_SKIP_TSHARK=1 to skip it",
-            o.status
-        ),
-        Err(e) => panic!(
-            "cannot run `{bin}`: {e}. The tshark cross-check needs tshark (Debian/Ubuntu: \
-             `apt-get install tshark`); set ROCE_SKIP_TSHARK=1 to skip it"
-        ),
-    }
-}
-
 /// One frame as tshark printed it: field name -> value (absent when empty).
 struct Row(HashMap<&'static str, String>);
 
@@ -158,37 +136,11 @@ fn parse_num(v: &str) -> Option<u64> {
 
 /// Run tshark on `file` with `args` and the given fields.
 fn tshark_rows(bin: &str, file: &Path, args: &[&str], fields: &[&'static str]) -> Vec<Row> {
-    let mut cmd = Command::new(bin);
-    cmd.arg("-n")
-        .arg("-r")
-        .arg(file)
-        .args(["-d", "udp.port==4791,infiniband"])
-        .args(args)
-        .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=a"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("run tshark");
-    assert!(
-        out.status.success(),
-        "tshark on {}: {}\n{}",
-        file.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("tshark output is UTF-8")
-        .lines()
-        .map(|line| {
-            let vals: Vec<&str> = line.split('|').collect();
-            assert_eq!(vals.len(), fields.len(), "tshark line {line:?}");
-            Row(fields
-                .iter()
-                .zip(vals)
-                .filter(|(_, v)| !v.trim().is_empty())
-                .map(|(f, v)| (*f, v.trim().to_string()))
-                .collect())
-        })
+    let mut all = vec!["-d", "udp.port==4791,infiniband"];
+    all.extend_from_slice(args);
+    common::tshark_fields(bin, file, &all, fields)
+        .into_iter()
+        .map(Row)
         .collect()
 }
 
@@ -517,7 +469,7 @@ fn check_frame(d: &mut Diffs, t: &Row, j: &Value) {
 /// Every field tshark decodes from every fixture frame equals `roce decode --json`.
 #[test]
 fn fixtures_decode_like_tshark() {
-    let Some(bin) = tshark() else { return };
+    let Some(bin) = common::tshark() else { return };
     let mut diffs = Vec::new();
     let mut compared = 0;
     for name in pcap_fixtures::names() {
@@ -551,7 +503,7 @@ fn fixtures_decode_like_tshark() {
 /// checksums are 0, "not present").
 #[test]
 fn tshark_reports_no_malformed_or_expert_messages() {
-    let Some(bin) = tshark() else { return };
+    let Some(bin) = common::tshark() else { return };
     let fields = [
         "frame.number",
         "_ws.malformed",

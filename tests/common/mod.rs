@@ -60,3 +60,73 @@ pub fn public_vectors() -> Vec<(String, Vec<u8>)> {
     }
     out
 }
+
+/// The tshark binary (`$TSHARK` or `tshark`), or `None` when
+/// `ROCE_SKIP_TSHARK=1`.
+///
+/// # Panics
+/// If tshark cannot be run and the skip variable is not set (scripts/test.sh
+/// installs it).
+pub fn tshark() -> Option<String> {
+    if std::env::var("ROCE_SKIP_TSHARK").as_deref() == Ok("1") {
+        eprintln!("ROCE_SKIP_TSHARK=1: skipping the tshark cross-check");
+        return None;
+    }
+    let bin = std::env::var("TSHARK").unwrap_or_else(|_| "tshark".to_string());
+    match std::process::Command::new(&bin).arg("-v").output() {
+        Ok(o) if o.status.success() => Some(bin),
+        Ok(o) => panic!(
+            "`{bin} -v` failed ({}): the tshark cross-check needs tshark (Debian/Ubuntu: \
+             `apt-get install tshark`); set ROCE_SKIP_TSHARK=1 to skip it",
+            o.status
+        ),
+        Err(e) => panic!(
+            "cannot run `{bin}`: {e}. The tshark cross-check needs tshark (Debian/Ubuntu: \
+             `apt-get install tshark`); set ROCE_SKIP_TSHARK=1 to skip it"
+        ),
+    }
+}
+
+/// `tshark -n -r file ARGS -T fields -e F...` (all occurrences, `|`
+/// separated): per frame, field -> value, with empty fields left out.
+pub fn tshark_fields(
+    bin: &str,
+    file: &std::path::Path,
+    args: &[&str],
+    fields: &[&'static str],
+) -> Vec<std::collections::HashMap<&'static str, String>> {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("-n").arg("-r").arg(file).args(args).args([
+        "-T",
+        "fields",
+        "-E",
+        "separator=|",
+        "-E",
+        "occurrence=a",
+    ]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    assert!(
+        out.status.success(),
+        "tshark on {}: {}\n{}",
+        file.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("tshark output is UTF-8")
+        .lines()
+        .map(|line| {
+            let vals: Vec<&str> = line.split('|').collect();
+            assert_eq!(vals.len(), fields.len(), "tshark line {line:?}");
+            fields
+                .iter()
+                .zip(vals)
+                .filter(|(_, v)| !v.trim().is_empty())
+                .map(|(f, v)| (*f, v.trim().to_string()))
+                .collect()
+        })
+        .collect()
+}
