@@ -53,6 +53,8 @@ fn main() {
         .allowlist_function("rte_dev_.*")
         .allowlist_function("rte_strerror")
         .allowlist_function("rte_lcore_count")
+        .allowlist_function("rte_thread_register")
+        .allowlist_function("rte_thread_unregister")
         .allowlist_function("rte_mem_virt2iova")
         .allowlist_function("rte_extmem_.*")
         .allowlist_function("shim_.*")

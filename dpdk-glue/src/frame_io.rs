@@ -46,7 +46,10 @@ pub struct DpdkPortCounters {
 ///   memory until the driver frees it. Header and tail mbufs come from the
 ///   transmit pool, the attached one from [`DpdkPort::set_ext_pool`]'s pool
 ///   (default: the transmit pool). The driver must accept multi-segment
-///   mbufs (memif, and NICs with `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`).
+///   mbufs (memif, and NICs with `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`);
+/// - threads: the thread that polls the port gets an lcore id if it has
+///   none ([`crate::Eal::register_thread`]), so the pools' per-lcore caches
+///   serve its allocations and frees.
 #[derive(Debug)]
 pub struct DpdkPort {
     port: Port,
@@ -209,6 +212,7 @@ impl FrameIo for DpdkPort {
         max: usize,
         on_frame: &mut dyn FnMut(&[u8]),
     ) -> Result<usize, DpdkError> {
+        crate::eal::ensure_thread_lcore();
         free_bulk(&mut self.rx);
         let n = self.port.rx_burst(self.queue, &mut self.rx, max);
         for m in &self.rx {
@@ -230,6 +234,7 @@ impl FrameIo for DpdkPort {
         max: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<usize, DpdkError> {
+        crate::eal::ensure_thread_lcore();
         let mut accepted = 0;
         if !self.tx_pending.is_empty() {
             accepted += self.flush();
@@ -289,6 +294,7 @@ impl FrameIo for DpdkPort {
         max: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<usize, DpdkError> {
+        crate::eal::ensure_thread_lcore();
         let mut accepted = 0;
         if !self.tx_pending.is_empty() {
             accepted += self.flush();
