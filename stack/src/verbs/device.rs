@@ -67,7 +67,9 @@ pub struct DeviceConfig {
     /// Responder: send an ACK every this many in-order request packets even
     /// without AckReq (0 = only when AckReq is set). CASES R14.
     pub ack_coalesce: u32,
-    /// Requester: set AckReq at least every this many packets (rxe: 64).
+    /// Requester: set AckReq at least every this many packets (rxe: 64),
+    /// besides on the last packet of a signalled, READ/ATOMIC or last-queued
+    /// WQE (see `transport::rc::requester`).
     pub ackreq_interval: u32,
     /// Congestion control: ECN/DSCP/PCP of sent packets, CNPs, DCQCN, line
     /// rate ([`CcConfig::default`]: the ConnectX firmware defaults).

@@ -6,8 +6,16 @@
 //!   ImmDt/IETH only in the last packet (CASES R19, R20).
 //! - READ uses one request packet and `max(1, ceil(L / PMTU))` PSNs (its
 //!   responses); after a retry it re-requests only the missing tail.
-//! - AckReq on the last packet of every message and at least every
-//!   `ackreq_interval` packets.
+//! - AckReq (IBTA 1.7 §9.2.3: the requester's choice; the responder ACKs
+//!   only packets that carry it, §9.7.5.1.1) on the last packet of a message
+//!   that needs its ACK soon: a signalled WQE (its completion waits for the
+//!   ACK), a READ/ATOMIC, or the last WQE queued (nothing behind it would
+//!   ask). The last packet of an unsignalled WQE with more work queued
+//!   behind it leaves without it, so a perftest-style stream that signals
+//!   one WR in `cq_mod` draws one ACK per signalled WR instead of one per
+//!   message (a cumulative ACK completes every WQE before it); rxe sets it
+//!   on every message. And at least every `ackreq_interval` packets, which
+//!   bounds the unacknowledged run whatever the signalling.
 //! - The requester stalls when `max_unacked_psns` PSNs are outstanding, when
 //!   `max_rd_atomic` READ/ATOMICs are in flight, on a FENCE behind an
 //!   outstanding READ/ATOMIC, and during an RNR wait.
@@ -155,7 +163,12 @@ pub(crate) fn produce(
             (Opcode(transport_base | code), len, last, 1)
         }
     };
-    let ack_req = rc && (last || qp.req.noack_pkts + 1 >= ctx.cfg.ackreq_interval);
+    let ack_req = rc
+        && ((last
+            && (flags.contains(SendFlags::SIGNALED)
+                || opcode.is_rd_atomic()
+                || qp.sq.get(idx + 1).is_none()))
+            || qp.req.noack_pkts + 1 >= ctx.cfg.ackreq_interval);
     let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
     bth.ack_req = ack_req;
     bth.solicited = last && flags.contains(SendFlags::SOLICITED) && !opcode.is_rd_atomic();
