@@ -256,6 +256,10 @@ struct PerfArgs {
     /// Work requests outstanding per QP (BW tests).
     #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
     tx_depth: u32,
+    /// Bandwidth tests: signal one send WR in this many; the others complete
+    /// unreported with it (perftest's -Q; at most the TX depth).
+    #[arg(short = 'Q', long = "cq-mod", default_value_t = perf::DEFAULT_CQ_MOD)]
+    cq_mod: u32,
     /// Local ACK timeout code: 4.096 us x 2^CODE, 0..=20, 0 = no timer
     /// (perftest's -u).
     #[arg(short = 'u', long = "qp-timeout", default_value_t = 14)]
@@ -315,6 +319,7 @@ impl PerfArgs {
             qps: Some(self.qps),
             mtu: Some(self.mtu),
             tx_depth: Some(self.tx_depth),
+            cq_mod: Some(self.cq_mod),
             qp_timeout: Some(self.qp_timeout),
             loss: Some(self.loss),
             seed: Some(self.seed),

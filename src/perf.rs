@@ -132,6 +132,10 @@ pub const MAX_QP_TIMEOUT: u8 = 20;
 /// ACK timeouts are longer).
 pub const STALL: Duration = Duration::from_secs(5);
 
+/// Signalled send WRs: one in this many (perftest's `CQ_MODERATION`, the
+/// default of its `--cq-mod`).
+pub const DEFAULT_CQ_MOD: u32 = 100;
+
 /// The operation measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -194,6 +198,11 @@ pub struct PerfConfig {
     pub mtu: Mtu,
     /// Work requests outstanding per QP (bandwidth tests).
     pub tx_depth: u32,
+    /// Bandwidth tests: one send WR in this many is signalled (perftest's
+    /// `-Q`/`--cq-mod`, default 100, at most `tx_depth`); the others complete
+    /// with it, unreported (ibverbs: an unsignalled WR completes when a later
+    /// signalled one does). 1 for latency tests.
+    pub cq_mod: u32,
     /// Local ACK timeout code: 4.096 µs × 2^code (IBTA 1.7 §9.7.6.1.3); 0 = no
     /// timer (a lost tail then stalls the run).
     pub qp_timeout: u8,
@@ -226,6 +235,8 @@ pub struct PerfOptions {
     pub mtu: Option<Mtu>,
     /// `--tx-depth` (default 128).
     pub tx_depth: Option<u32>,
+    /// `--cq-mod` (default 100, perftest's; capped at the TX depth).
+    pub cq_mod: Option<u32>,
     /// `--qp-timeout` (default 14, perftest's).
     pub qp_timeout: Option<u8>,
     /// `--loss` (default 0).
@@ -279,6 +290,12 @@ impl PerfConfig {
                 "--tx-depth must be 1..=16384, not {tx_depth}"
             )));
         }
+        let cq_mod = match o.cq_mod {
+            Some(0) => return Err(usage("--cq-mod must be at least 1")),
+            _ if o.lat => 1,
+            Some(m) => m.min(tx_depth),
+            None => DEFAULT_CQ_MOD.min(tx_depth),
+        };
         let qp_timeout = o.qp_timeout.unwrap_or(14);
         if qp_timeout > MAX_QP_TIMEOUT {
             return Err(usage(format!(
@@ -301,6 +318,7 @@ impl PerfConfig {
             qps,
             mtu: o.mtu.unwrap_or(Mtu::Mtu4096),
             tx_depth,
+            cq_mod,
             qp_timeout,
             loss,
             seed: o.seed.unwrap_or(1),
@@ -682,8 +700,8 @@ mod tests {
         };
         let c = PerfConfig::from_options(&o).unwrap();
         assert_eq!(
-            (c.size, c.limit, c.qps, c.tx_depth),
-            (65536, Limit::Iters(5000), 1, 128)
+            (c.size, c.limit, c.qps, c.tx_depth, c.cq_mod),
+            (65536, Limit::Iters(5000), 1, 128, 100)
         );
         assert_eq!(c.mtu, Mtu::Mtu4096);
         let c = PerfConfig::from_options(&PerfOptions {
@@ -691,7 +709,17 @@ mod tests {
             ..o.clone()
         })
         .unwrap();
-        assert_eq!((c.size, c.limit, c.depth()), (2, Limit::Iters(1000), 1));
+        assert_eq!(
+            (c.size, c.limit, c.depth(), c.cq_mod),
+            (2, Limit::Iters(1000), 1, 1)
+        );
+        // perftest caps the moderation at the TX depth.
+        let c = PerfConfig::from_options(&PerfOptions {
+            tx_depth: Some(16),
+            ..o.clone()
+        })
+        .unwrap();
+        assert_eq!(c.cq_mod, 16);
         let a = PerfOptions {
             op: Some(Op::Atomic),
             ..PerfOptions::default()

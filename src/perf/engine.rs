@@ -15,7 +15,7 @@ use roce_stack::transport::ack_timeout;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
     AccessFlags, AsyncEvent, Device, DeviceConfig, MrKeys, QpAttr, QpAttrMask, QpCap, QpInitAttr,
-    QpState, QpType, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
+    QpState, QpType, RecvWr, SendFlags, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 
 use super::stats;
@@ -483,10 +483,16 @@ impl Drop for AbortGuard<'_> {
 /// Spin, then yield, then nap while there is nothing to do. The spin phase is
 /// short: when both threads share one CPU (a busy 2-core machine), every hop
 /// of a frame waits for the idle thread to give the CPU up.
+///
+/// A poll-mode backend (DPDK: each process owns its lcore, and the driver
+/// only moves frames when polled) busy-polls instead, as DPDK applications
+/// and perftest do: a nap there holds the peer's frames in the ring for a
+/// whole timer slice (~60-100 µs on these machines).
 #[derive(Debug, Default)]
 struct Idle {
     spins: u32,
     since: u64,
+    busy_poll: bool,
 }
 
 impl Idle {
@@ -495,10 +501,20 @@ impl Idle {
     /// Idle time after which the thread naps between passes, ns.
     const NAP_AFTER: u64 = 1_000_000;
 
+    fn new(backend: BackendKind) -> Idle {
+        Idle {
+            busy_poll: backend == BackendKind::Dpdk,
+            ..Idle::default()
+        }
+    }
     fn work(&mut self) {
         self.spins = 0;
     }
     fn wait(&mut self, now_ns: u64) {
+        if self.busy_poll {
+            std::hint::spin_loop();
+            return;
+        }
         if self.spins == 0 {
             self.since = now_ns;
         }
@@ -557,6 +573,7 @@ fn drive_tx<B: FrameIo>(
 pub(crate) struct Client<B> {
     dev: Device,
     io: B,
+    backend: BackendKind,
     sent: u64,
     cq: u32,
     qpn: Vec<u32>,
@@ -567,6 +584,8 @@ pub(crate) struct Client<B> {
     lat: bool,
     size: u64,
     depth: u64,
+    /// One send WR in this many is signalled ([`PerfConfig::cq_mod`]).
+    cq_mod: u64,
     lay: Layout,
     /// Per-QP limit on posts (`-n`), or none (`-D`).
     iters: Option<u64>,
@@ -630,6 +649,9 @@ impl<B: FrameIo> Client<B> {
         }];
         let sg_list: &[Sge] = if len == 0 { &[] } else { &sge };
         let mut wr = SendWr::new(wr_id, opcode, sg_list);
+        if k != self.signaled_at(k) {
+            wr.send_flags = SendFlags::empty();
+        }
         match self.op {
             Op::Write | Op::Read => {
                 wr.remote_addr = self.peer_base + off;
@@ -654,19 +676,28 @@ impl<B: FrameIo> Client<B> {
         Ok(())
     }
 
+    /// The index of the signalled WR that completes WR `k` of a QP: the
+    /// last of its batch of `cq_mod`, or the run's last WR (`-n`).
+    fn signaled_at(&self, k: u64) -> u64 {
+        let end = (k / self.cq_mod + 1) * self.cq_mod - 1;
+        match self.iters {
+            Some(n) => end.min(n.saturating_sub(1)),
+            None => end,
+        }
+    }
+
     fn can_post(&self, r: usize) -> bool {
         let below_limit = match self.iters {
             Some(n) => self.posted[r] < n,
-            None => true,
+            // After the deadline (-D), only to close the batch in progress:
+            // its signalled WR completes the unsignalled ones before it.
+            None => !self.stop_posting || self.posted[r] % self.cq_mod != 0,
         };
         self.posted[r] - self.done[r] < self.depth && below_limit
     }
 
     /// Post new work; returns whether any was posted.
     fn post_work(&mut self, sh: &Shared) -> Result<bool, String> {
-        if self.stop_posting {
-            return Ok(false);
-        }
         let q = self.qpn.len();
         if self.lat {
             if self.total_posted != self.total_done {
@@ -713,47 +744,65 @@ impl<B: FrameIo> Client<B> {
                 wc.qp_num, self.op, wc.status
             ));
         }
-        if r >= self.qpn.len() || wc.qp_num != self.qpn[r] || k != self.done[r] & WR_IDX_MASK {
+        // The signalled WR that ends the batch starting at `done[r]`; it
+        // completes the whole batch.
+        let last = self.done.get(r).map(|&d| self.signaled_at(d));
+        if r >= self.qpn.len()
+            || wc.qp_num != self.qpn[r]
+            || Some(k) != last.map(|l| l & WR_IDX_MASK)
+        {
             return Err(format!(
                 "client QP 0x{:06x}: completion wr_id {:#x} out of order (expected #{} of QP index {r})",
                 wc.qp_num,
                 wc.wr_id,
-                self.done.get(r).copied().unwrap_or(0)
+                last.unwrap_or(0)
             ));
         }
+        let first = self.done[r];
+        let last = last.unwrap_or(first);
         if self.op == Op::Atomic {
-            let off = ((r as u64 * self.depth + k % self.depth) * 8) as usize;
-            let buf = self.mem.bytes(&self.dev).ok_or("client MR vanished")?;
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&buf[off..off + 8]);
-            // Host byte order, as the responder stores it (ROCEV2-DIGEST §5).
-            let orig = u64::from_ne_bytes(b);
-            let idx = orig / ATOMIC_ADD;
-            if orig % ATOMIC_ADD != 0 || idx >= self.total_posted {
-                return Err(format!(
-                    "FETCH_ADD #{k} on QP 0x{:06x} returned {orig}, not a multiple of {ATOMIC_ADD} below {}",
-                    wc.qp_num,
-                    self.total_posted * ATOMIC_ADD
-                ));
+            for k in first..=last {
+                self.check_atomic(r, k, wc.qp_num)?;
             }
-            let (w, bit) = ((idx / 64) as usize, idx % 64);
-            if w >= self.seen.len() {
-                self.seen.resize(w + 1, 0);
-            }
-            if self.seen[w] & (1 << bit) != 0 {
-                return Err(format!(
-                    "FETCH_ADD #{k} on QP 0x{:06x} returned {orig}, which an earlier one already returned",
-                    wc.qp_num
-                ));
-            }
-            self.seen[w] |= 1 << bit;
         }
         if self.lat {
             self.samples.push(t.saturating_sub(self.lat_post));
         }
-        self.done[r] += 1;
-        self.total_done += 1;
-        self.tcompleted.push(t);
+        let n = last + 1 - first;
+        self.done[r] += n;
+        self.total_done += n;
+        for _ in 0..n {
+            self.tcompleted.push(t);
+        }
+        Ok(())
+    }
+
+    /// ATOMIC: WR `k` of QP index `r` fetched a multiple of the add below
+    /// every add posted so far, and no other WR fetched the same one.
+    fn check_atomic(&mut self, r: usize, k: u64, qp_num: u32) -> Result<(), String> {
+        let off = ((r as u64 * self.depth + k % self.depth) * 8) as usize;
+        let buf = self.mem.bytes(&self.dev).ok_or("client MR vanished")?;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&buf[off..off + 8]);
+        // Host byte order, as the responder stores it (ROCEV2-DIGEST §5).
+        let orig = u64::from_ne_bytes(b);
+        let idx = orig / ATOMIC_ADD;
+        if orig % ATOMIC_ADD != 0 || idx >= self.total_posted {
+            return Err(format!(
+                "FETCH_ADD #{k} on QP 0x{qp_num:06x} returned {orig}, not a multiple of {ATOMIC_ADD} below {}",
+                self.total_posted * ATOMIC_ADD
+            ));
+        }
+        let (w, bit) = ((idx / 64) as usize, idx % 64);
+        if w >= self.seen.len() {
+            self.seen.resize(w + 1, 0);
+        }
+        if self.seen[w] & (1 << bit) != 0 {
+            return Err(format!(
+                "FETCH_ADD #{k} on QP 0x{qp_num:06x} returned {orig}, which an earlier one already returned"
+            ));
+        }
+        self.seen[w] |= 1 << bit;
         Ok(())
     }
 
@@ -767,7 +816,7 @@ impl<B: FrameIo> Client<B> {
     pub(crate) fn run(mut self, sh: &Shared) -> Result<ClientOut<B>, String> {
         let mut guard = AbortGuard(sh, true);
         let mut wcs = [blank_wc(); 64];
-        let mut idle = Idle::default();
+        let mut idle = Idle::new(self.backend);
         let mut last_progress = sh.now_ns();
         loop {
             let now_ns = sh.now_ns();
@@ -849,6 +898,7 @@ fn nonzero_counters(dev: &Device) -> String {
 pub(crate) struct Server<B> {
     dev: Device,
     io: B,
+    backend: BackendKind,
     sent: u64,
     cq: u32,
     qpn: Vec<u32>,
@@ -970,7 +1020,7 @@ impl<B: FrameIo> Server<B> {
     pub(crate) fn run(mut self, sh: &Shared) -> Result<ServerOut<B>, String> {
         let mut guard = AbortGuard(sh, true);
         let mut wcs = [blank_wc(); 64];
-        let mut idle = Idle::default();
+        let mut idle = Idle::new(self.backend);
         loop {
             let now_ns = sh.now_ns();
             let now = Instant::from_nanos(now_ns);
@@ -1029,6 +1079,7 @@ pub(crate) fn client<B: FrameIo>(
     Ok(Client {
         dev: local.dev,
         io,
+        backend: cfg.backend,
         sent: 0,
         cq: local.cq,
         qpn: local.qpn,
@@ -1039,6 +1090,7 @@ pub(crate) fn client<B: FrameIo>(
         lat: cfg.lat,
         size: cfg.size,
         depth: u64::from(cfg.depth()),
+        cq_mod: u64::from(cfg.cq_mod.max(1)),
         lay: layout(cfg),
         iters,
         duration_ns,
@@ -1073,6 +1125,7 @@ pub(crate) fn server<B: FrameIo>(
     let mut server = Server {
         dev: local.dev,
         io,
+        backend: cfg.backend,
         sent: 0,
         cq: local.cq,
         qp_index: local.qpn.iter().enumerate().map(|(r, p)| (*p, r)).collect(),

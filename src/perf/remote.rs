@@ -12,7 +12,7 @@
 //! ```text
 //! client -> server
 //!   ROCE-PERF 1 client
-//!   config op=write lat=0 size=4096 iters=1000 duration_ns=0 qps=1 mtu=4096 tx_depth=128 qp_timeout=14 seed=1 backend=udp
+//!   config op=write lat=0 size=4096 iters=1000 duration_ns=0 qps=1 mtu=4096 tx_depth=128 cq_mod=100 qp_timeout=14 seed=1 backend=udp
 //!   endpoint gid=::ffff:127.0.0.1 mac=02:00:7f:00:00:01 udp=127.0.0.1:40000 va=0x00007f0000000000 rkey=0x00000001 len=4096
 //!   qp qpn=0x000011 psn=0x5b0a3c            (one line per QP, in QP-index order)
 //!   end
@@ -246,13 +246,14 @@ fn config_text(c: &PerfConfig) -> String {
         Limit::Duration(d) => (0, d.as_nanos() as u64),
     };
     format!(
-        "config op={} lat={} size={} iters={iters} duration_ns={dur} qps={} mtu={} tx_depth={} qp_timeout={} seed={} backend={}\n",
+        "config op={} lat={} size={} iters={iters} duration_ns={dur} qps={} mtu={} tx_depth={} cq_mod={} qp_timeout={} seed={} backend={}\n",
         c.op,
         u8::from(c.lat),
         c.size,
         c.qps,
         c.mtu.bytes(),
         c.tx_depth,
+        c.cq_mod,
         c.qp_timeout,
         c.seed,
         c.backend
@@ -295,6 +296,7 @@ fn apply_config(l: &Line, own: &PerfConfig) -> Result<PerfConfig, String> {
         qps: u32::try_from(n("qps")?).map_err(|_| "config: qps")?,
         mtu,
         tx_depth: u32::try_from(n("tx_depth")?).map_err(|_| "config: tx_depth")?,
+        cq_mod: u32::try_from(n("cq_mod")?).map_err(|_| "config: cq_mod")?,
         qp_timeout: u8::try_from(n("qp_timeout")?).map_err(|_| "config: qp_timeout")?,
         loss: 0.0,
         seed: n("seed")?,
@@ -317,6 +319,7 @@ fn apply_config(l: &Line, own: &PerfConfig) -> Result<PerfConfig, String> {
         qps: Some(cfg.qps),
         mtu: Some(cfg.mtu),
         tx_depth: Some(cfg.tx_depth),
+        cq_mod: Some(cfg.cq_mod),
         qp_timeout: Some(cfg.qp_timeout),
         loss: None,
         seed: Some(cfg.seed),
