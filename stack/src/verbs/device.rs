@@ -216,6 +216,36 @@ impl Ctx<'_> {
     /// `av` for UD). DSCP and PCP: the address vector's when non-zero, else
     /// the configured data class; ECN: the configured codepoint
     /// ([`CcConfig`]).
+    /// [`Ctx::headers`] for the packets of `qp` to its own address vector,
+    /// from the QP's cache when the address vector and `sport` are those it
+    /// was built for (only the IPv4 identification changes per packet).
+    pub fn headers_cached(
+        &mut self,
+        qp: &mut Qp,
+        sport: u16,
+    ) -> Option<(EthRepr, NetRepr, UdpRepr)> {
+        let av = qp.attr.ah_attr;
+        if let Some(c) = &qp.hdr_cache {
+            if c.sport == sport && c.av == av {
+                let mut net = c.net;
+                if let NetRepr::Ipv4(r) = &mut net {
+                    *self.ip_ident = self.ip_ident.wrapping_add(1);
+                    r.ident = *self.ip_ident;
+                }
+                return Some((c.eth, net, c.udp));
+            }
+        }
+        let (eth, net, udp) = self.headers(qp, &av, sport)?;
+        qp.hdr_cache = Some(crate::verbs::qp::HeaderCache {
+            av,
+            sport,
+            eth,
+            net,
+            udp,
+        });
+        Some((eth, net, udp))
+    }
+
     pub fn headers(
         &mut self,
         qp: &Qp,

@@ -344,24 +344,32 @@ impl RecvWqe {
 }
 
 /// A fixed-capacity ring addressed by absolute 64-bit indices: slots are
-/// allocated once at QP creation, so posting allocates nothing.
+/// allocated once at QP creation, so posting allocates nothing. The slot
+/// array is a power of two long (index by mask, not division); at most
+/// `cap` entries are in use.
 #[derive(Debug)]
 pub(crate) struct Ring<T> {
     slots: Vec<T>,
+    mask: u64,
+    cap: u64,
     head: u64,
     tail: u64,
 }
 
 impl<T: Default + Clone> Ring<T> {
     pub fn new(cap: usize) -> Ring<T> {
+        let cap = cap.max(1);
+        let n = cap.next_power_of_two();
         Ring {
-            slots: vec![T::default(); cap.max(1)],
+            slots: vec![T::default(); n],
+            mask: n as u64 - 1,
+            cap: cap as u64,
             head: 0,
             tail: 0,
         }
     }
     pub fn cap(&self) -> u64 {
-        self.slots.len() as u64
+        self.cap
     }
     pub fn len(&self) -> u64 {
         self.tail - self.head
@@ -374,19 +382,25 @@ impl<T: Default + Clone> Ring<T> {
     }
     /// The slot at absolute index `i`, if it is in `[head, tail)`.
     pub fn get(&self, i: u64) -> Option<&T> {
-        (i >= self.head && i < self.tail).then(|| &self.slots[(i % self.cap()) as usize])
+        if i >= self.head && i < self.tail {
+            self.slots.get((i & self.mask) as usize)
+        } else {
+            None
+        }
     }
     pub fn get_mut(&mut self, i: u64) -> Option<&mut T> {
-        let cap = self.cap();
-        (i >= self.head && i < self.tail).then(move || &mut self.slots[(i % cap) as usize])
+        if i >= self.head && i < self.tail {
+            self.slots.get_mut((i & self.mask) as usize)
+        } else {
+            None
+        }
     }
     /// The slot the next push fills (to be filled in place, then committed).
     pub fn next_slot(&mut self) -> Option<&mut T> {
         if self.is_full() {
             return None;
         }
-        let cap = self.cap();
-        Some(&mut self.slots[(self.tail % cap) as usize])
+        self.slots.get_mut((self.tail & self.mask) as usize)
     }
     pub fn commit_push(&mut self) {
         self.tail += 1;
@@ -461,6 +475,22 @@ pub struct Qp {
     pub(crate) drain_until: u64,
     /// In SQD: the `SqDrained` event is still to be raised.
     pub(crate) sqd_event_pending: bool,
+    /// The Ethernet/IP/UDP headers last built for this QP's packets and the
+    /// address vector and UDP source port they were built from
+    /// ([`crate::verbs::device::Ctx::headers_cached`]).
+    pub(crate) hdr_cache: Option<HeaderCache>,
+}
+
+/// Headers of a QP's packets, reused while the address vector and UDP
+/// source port stay the same (the device's GIDs and DSCP/ECN/PCP settings
+/// are fixed at creation). The IPv4 identification is filled per packet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeaderCache {
+    pub av: crate::transport::av::AddressVector,
+    pub sport: u16,
+    pub eth: crate::wire::EthRepr,
+    pub net: crate::wire::NetRepr,
+    pub udp: crate::wire::UdpRepr,
 }
 
 impl Qp {
@@ -490,6 +520,7 @@ impl Qp {
             active: false,
             drain_until: 0,
             sqd_event_pending: false,
+            hdr_cache: None,
         }
     }
 

@@ -365,88 +365,114 @@ impl ExtHeaders {
     ///
     /// Errors: [`Error::BufferTooSmall`] if `out` is shorter than the headers.
     pub fn emit(&self, mask: HdrMask, out: &mut [u8]) -> Result<usize, Error> {
+        // Straight-line, in wire order (ExtHeader::ALL): one bit test per
+        // header kind, then the bytes of the present ones. This runs once
+        // per packet sent.
         let mut off = 0usize;
-        for h in mask.iter() {
+        let mut put = |h: ExtHeader, bytes: Option<&[u8]>| -> Result<(), Error> {
+            if !mask.contains(h) {
+                return Ok(());
+            }
             let b = out
                 .get_mut(off..off + h.len())
                 .ok_or(Error::BufferTooSmall)?;
-            b.fill(0);
-            let res = match h {
-                ExtHeader::Rdeth => self.rdeth.map_or(Ok(()), |r| {
-                    Rdeth {
-                        rsvd: r.rsvd,
-                        ee_context: be24(r.ee_context),
-                    }
-                    .write_to(b)
-                    .map_err(|_| ())
-                }),
-                ExtHeader::Deth => self.deth.map_or(Ok(()), |r| {
-                    Deth {
-                        qkey: r.qkey.into(),
-                        rsvd: r.rsvd,
-                        src_qp: be24(r.src_qp),
-                    }
-                    .write_to(b)
-                    .map_err(|_| ())
-                }),
-                ExtHeader::Xrceth => self.xrceth.map_or(Ok(()), |r| {
-                    Xrceth {
-                        rsvd: r.rsvd,
-                        xrc_srq: be24(r.xrc_srq),
-                    }
-                    .write_to(b)
-                    .map_err(|_| ())
-                }),
-                ExtHeader::Feth => self.feth.map_or(Ok(()), |r| {
-                    Feth { raw: r.raw.into() }.write_to(b).map_err(|_| ())
-                }),
-                ExtHeader::Reth => self.reth.map_or(Ok(()), |r| {
-                    Reth {
-                        va: r.va.into(),
-                        rkey: r.rkey.into(),
-                        dma_len: r.dma_len.into(),
-                    }
-                    .write_to(b)
-                    .map_err(|_| ())
-                }),
-                ExtHeader::AtomicEth => self.atomic_eth.map_or(Ok(()), |r| {
-                    AtomicEth {
-                        va: r.va.into(),
-                        rkey: r.rkey.into(),
-                        swap_add: r.swap_add.into(),
-                        compare: r.compare.into(),
-                    }
-                    .write_to(b)
-                    .map_err(|_| ())
-                }),
-                ExtHeader::Aeth => self.aeth.map_or(Ok(()), |r| {
-                    Aeth {
-                        syndrome: r.syndrome,
-                        msn: be24(r.msn),
-                    }
-                    .write_to(b)
-                    .map_err(|_| ())
-                }),
-                ExtHeader::AtomicAckEth => self.atomic_ack_eth.map_or(Ok(()), |r| {
-                    AtomicAckEth {
-                        orig: r.orig.into(),
-                    }
-                    .write_to(b)
-                    .map_err(|_| ())
-                }),
-                ExtHeader::ImmDt => self
-                    .immdt
-                    .map_or(Ok(()), |v| v.to_be_bytes().write_to(b).map_err(|_| ())),
-                ExtHeader::Ieth => self
-                    .ieth
-                    .map_or(Ok(()), |v| v.to_be_bytes().write_to(b).map_err(|_| ())),
-                ExtHeader::CnpPad => self
-                    .cnp_pad
-                    .map_or(Ok(()), |v| v.write_to(b).map_err(|_| ())),
-            };
-            res.map_err(|_| Error::BufferTooSmall)?;
+            match bytes {
+                Some(v) if v.len() == b.len() => b.copy_from_slice(v),
+                Some(_) => return Err(Error::BufferTooSmall),
+                None => b.fill(0),
+            }
             off += h.len();
-        }
+            Ok(())
+        };
+        put(
+            ExtHeader::Rdeth,
+            self.rdeth
+                .map(|r| Rdeth {
+                    rsvd: r.rsvd,
+                    ee_context: be24(r.ee_context),
+                })
+                .as_ref()
+                .map(|h| h.as_bytes()),
+        )?;
+        put(
+            ExtHeader::Deth,
+            self.deth
+                .map(|r| Deth {
+                    qkey: r.qkey.into(),
+                    rsvd: r.rsvd,
+                    src_qp: be24(r.src_qp),
+                })
+                .as_ref()
+                .map(|h| h.as_bytes()),
+        )?;
+        put(
+            ExtHeader::Xrceth,
+            self.xrceth
+                .map(|r| Xrceth {
+                    rsvd: r.rsvd,
+                    xrc_srq: be24(r.xrc_srq),
+                })
+                .as_ref()
+                .map(|h| h.as_bytes()),
+        )?;
+        put(
+            ExtHeader::Feth,
+            self.feth
+                .map(|r| Feth { raw: r.raw.into() })
+                .as_ref()
+                .map(|h| h.as_bytes()),
+        )?;
+        put(
+            ExtHeader::Reth,
+            self.reth
+                .map(|r| Reth {
+                    va: r.va.into(),
+                    rkey: r.rkey.into(),
+                    dma_len: r.dma_len.into(),
+                })
+                .as_ref()
+                .map(|h| h.as_bytes()),
+        )?;
+        put(
+            ExtHeader::AtomicEth,
+            self.atomic_eth
+                .map(|r| AtomicEth {
+                    va: r.va.into(),
+                    rkey: r.rkey.into(),
+                    swap_add: r.swap_add.into(),
+                    compare: r.compare.into(),
+                })
+                .as_ref()
+                .map(|h| h.as_bytes()),
+        )?;
+        put(
+            ExtHeader::Aeth,
+            self.aeth
+                .map(|r| Aeth {
+                    syndrome: r.syndrome,
+                    msn: be24(r.msn),
+                })
+                .as_ref()
+                .map(|h| h.as_bytes()),
+        )?;
+        put(
+            ExtHeader::AtomicAckEth,
+            self.atomic_ack_eth
+                .map(|r| AtomicAckEth {
+                    orig: r.orig.into(),
+                })
+                .as_ref()
+                .map(|h| h.as_bytes()),
+        )?;
+        put(
+            ExtHeader::ImmDt,
+            self.immdt.map(u32::to_be_bytes).as_ref().map(|b| &b[..]),
+        )?;
+        put(
+            ExtHeader::Ieth,
+            self.ieth.map(u32::to_be_bytes).as_ref().map(|b| &b[..]),
+        )?;
+        put(ExtHeader::CnpPad, self.cnp_pad.as_ref().map(|b| &b[..]))?;
         Ok(off)
     }
 }

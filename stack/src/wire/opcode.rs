@@ -174,9 +174,17 @@ impl HdrMask {
 
     /// Headers in the set, in wire order.
     pub fn iter(self) -> impl Iterator<Item = ExtHeader> {
-        ExtHeader::ALL
-            .into_iter()
-            .filter(move |h| self.contains(*h))
+        // Bit i is `ExtHeader::ALL[i]`, so lowest set bit first is wire
+        // order; only the set bits are visited.
+        let mut bits = self.0 & ((1 << ExtHeader::ALL.len()) - 1);
+        core::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            ExtHeader::ALL.get(i).copied()
+        })
     }
 
     /// Total length of the headers in the set, bytes.
@@ -778,6 +786,19 @@ impl fmt::Debug for Opcode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mask_iterates_in_wire_order() {
+        // HdrMask::iter relies on bit i being ExtHeader::ALL[i].
+        for (i, h) in ExtHeader::ALL.iter().enumerate() {
+            assert_eq!(h.bit(), 1 << i);
+        }
+        let all = HdrMask(u16::MAX);
+        assert!(all.iter().eq(ExtHeader::ALL));
+        let reth_imm = HdrMask::EMPTY.with(ExtHeader::ImmDt).with(ExtHeader::Reth);
+        assert!(reth_imm.iter().eq([ExtHeader::Reth, ExtHeader::ImmDt]));
+        assert_eq!(HdrMask::EMPTY.iter().count(), 0);
+    }
 
     #[test]
     fn digest_table_rows() {

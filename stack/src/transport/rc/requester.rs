@@ -172,8 +172,8 @@ pub(crate) fn produce(
     let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
     bth.ack_req = ack_req;
     bth.solicited = last && flags.contains(SendFlags::SOLICITED) && !opcode.is_rd_atomic();
-    let av = qp.attr.ah_attr;
-    let (eth, net, udp) = ctx.headers(qp, &av, qp.udp_sport)?;
+    let sport = qp.udp_sport;
+    let (eth, net, udp) = ctx.headers_cached(qp, sport)?;
     let repr = PacketRepr {
         eth,
         net,

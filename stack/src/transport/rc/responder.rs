@@ -746,8 +746,8 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
         }
     };
     let bth = BthRepr::new(opcode, qp.attr.dest_qp_num, psn.value());
-    let av = qp.attr.ah_attr;
-    let (eth, net, udp) = ctx.headers(qp, &av, qp.udp_sport)?;
+    let sport = qp.udp_sport;
+    let (eth, net, udp) = ctx.headers_cached(qp, sport)?;
     let repr = PacketRepr {
         eth,
         net,
