@@ -479,6 +479,10 @@ pub struct Qp {
     /// address vector and UDP source port they were built from
     /// ([`crate::verbs::device::Ctx::headers_cached`]).
     pub(crate) hdr_cache: Option<HeaderCache>,
+    /// Header bytes of the requester's last packet, and of the responder's
+    /// ([`crate::wire::PacketRepr::emit_headers_cached`]).
+    pub(crate) req_tmpl: crate::wire::HeaderTemplate,
+    pub(crate) resp_tmpl: crate::wire::HeaderTemplate,
 }
 
 /// Headers of a QP's packets, reused while the address vector and UDP
@@ -521,6 +525,8 @@ impl Qp {
             drain_until: 0,
             sqd_event_pending: false,
             hdr_cache: None,
+            req_tmpl: Default::default(),
+            resp_tmpl: Default::default(),
         }
     }
 

@@ -172,6 +172,66 @@ struct Layout {
     end: usize,
 }
 
+/// The Ethernet, IP and UDP header bytes of the last frame built through
+/// [`PacketRepr::emit_headers_cached`], and what they were built from.
+#[derive(Debug, Clone, Copy)]
+pub struct HeaderTemplate {
+    /// Up to 18 (Ethernet + 802.1Q) + 40 (IPv6) + 8 (UDP) bytes.
+    bytes: [u8; 66],
+    /// Bytes in use; 0 = empty.
+    len: usize,
+    /// Frame length (before the 60-byte minimum) they were built for.
+    end: usize,
+    key: TemplateKey,
+}
+
+impl Default for HeaderTemplate {
+    fn default() -> Self {
+        HeaderTemplate {
+            bytes: [0; 66],
+            len: 0,
+            end: 0,
+            key: TemplateKey::default(),
+        }
+    }
+}
+
+/// The reprs a template's bytes come from (the IPv4 identification aside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct TemplateKey {
+    eth: EthRepr,
+    net: Option<NetRepr>,
+    udp: UdpRepr,
+}
+
+impl TemplateKey {
+    fn of(r: &PacketRepr) -> TemplateKey {
+        TemplateKey {
+            eth: r.eth,
+            net: Some(r.net),
+            udp: r.udp,
+        }
+    }
+
+    /// Whether `r` has the same Ethernet, network and UDP headers, but for
+    /// the IPv4 identification (field by field: this runs per packet).
+    fn matches(&self, r: &PacketRepr) -> bool {
+        let net = match (&self.net, &r.net) {
+            (Some(NetRepr::Ipv4(a)), NetRepr::Ipv4(b)) => {
+                a.src == b.src
+                    && a.dst == b.dst
+                    && a.dscp == b.dscp
+                    && a.ecn == b.ecn
+                    && a.ttl == b.ttl
+                    && a.dont_frag == b.dont_frag
+            }
+            (Some(a @ NetRepr::Ipv6(_)), b @ NetRepr::Ipv6(_)) => a == b,
+            _ => false,
+        };
+        net && self.eth == r.eth && self.udp == r.udp
+    }
+}
+
 impl PacketRepr {
     /// The repr that rebuilds `p` byte for byte (with its UDP checksum as a
     /// literal value), given its payload.
@@ -260,6 +320,60 @@ impl PacketRepr {
     /// at which the caller writes the payload before calling
     /// [`PacketRepr::finalize`].
     pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<usize, Error> {
+        let (lay, form) = self.check(buf.len(), payload_len)?;
+        self.emit_l2_l4(buf, &lay, form)?;
+        self.emit_transport(buf, &lay, form, payload_len)
+    }
+
+    /// [`PacketRepr::emit_headers`] that copies the Ethernet, IP and UDP
+    /// headers from `tmpl` when it holds those of a frame of the same length
+    /// built from the same Ethernet, network (but for the IPv4
+    /// identification) and UDP reprs, and otherwise builds them and keeps
+    /// them in `tmpl`. On a hit only the IPv4 identification and header
+    /// checksum change, the checksum updated incrementally (RFC 1624 eqn. 3);
+    /// the bytes are those `emit_headers` writes. A sender keeps one
+    /// template per flow (an RC QP sends every packet to one address).
+    pub fn emit_headers_cached(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        tmpl: &mut HeaderTemplate,
+    ) -> Result<usize, Error> {
+        let (lay, form) = self.check(buf.len(), payload_len)?;
+        let n = lay.l3 + form.net_len() + if form == IcrcForm::Grh { 0 } else { 8 };
+        if form != IcrcForm::Grh && tmpl.len == n && tmpl.end == lay.end && tmpl.key.matches(self) {
+            let src = tmpl.bytes.get(..n).ok_or(Error::BufferTooSmall)?;
+            let dst = buf.get_mut(..n).ok_or(Error::BufferTooSmall)?;
+            dst.copy_from_slice(src);
+            if let NetRepr::Ipv4(r) = &self.net {
+                let ip = lay.l3;
+                let old = u16::from_be_bytes([dst[ip + 4], dst[ip + 5]]);
+                if old != r.ident {
+                    let hc = u16::from_be_bytes([dst[ip + 10], dst[ip + 11]]);
+                    // HC' = ~(~HC + ~m + m'), one's-complement sums.
+                    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(r.ident);
+                    sum = (sum & 0xFFFF) + (sum >> 16);
+                    sum = (sum & 0xFFFF) + (sum >> 16);
+                    dst[ip + 4..ip + 6].copy_from_slice(&r.ident.to_be_bytes());
+                    dst[ip + 10..ip + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+                }
+            }
+        } else {
+            self.emit_l2_l4(buf, &lay, form)?;
+            if let Some(b) = buf.get(..n) {
+                if n <= tmpl.bytes.len() {
+                    tmpl.bytes[..n].copy_from_slice(b);
+                    tmpl.len = n;
+                    tmpl.end = lay.end;
+                    tmpl.key = TemplateKey::of(self);
+                }
+            }
+        }
+        self.emit_transport(buf, &lay, form, payload_len)
+    }
+
+    /// The checks every emit makes, and the frame's layout.
+    fn check(&self, buf_len: usize, payload_len: usize) -> Result<(Layout, IcrcForm), Error> {
         let info = self.bth.opcode.info();
         if info.supported && self.ext.mask() != info.hdrs
             || !info.supported && self.ext.mask().0 != 0
@@ -271,17 +385,23 @@ impl PacketRepr {
         if max_l3 > u16::MAX as usize {
             return Err(Error::BadPayloadLen);
         }
-        if buf.len() < lay.end.max(ETH_MIN_FRAME_LEN) {
+        if buf_len < lay.end.max(ETH_MIN_FRAME_LEN) {
             return Err(Error::BufferTooSmall);
         }
-        let form = self.net.form();
+        Ok((lay, self.net.form()))
+    }
+
+    /// Ethernet (+ 802.1Q), IPv4/IPv6/GRH and UDP headers.
+    fn emit_l2_l4(&self, buf: &mut [u8], lay: &Layout, form: IcrcForm) -> Result<(), Error> {
         // UDP length (UDP header .. ICRC); the GRH computes its PayLen below.
         let (l3_hdr, udp_len) = match form {
             IcrcForm::Ipv4 => (20, lay.end - lay.l3 - 20),
             IcrcForm::Ipv6 => (40, lay.end - lay.l3 - 40),
             IcrcForm::Grh => (40, 0),
         };
-
+        if buf.len() < lay.l3 + l3_hdr + 8 {
+            return Err(Error::BufferTooSmall);
+        }
         // Ethernet.
         let (eth, rest) = buf.split_at_mut(lay.l3);
         eth[0..6].copy_from_slice(&self.eth.dst);
@@ -351,6 +471,19 @@ impl PacketRepr {
             udp.set_len(udp_len as u16);
             udp.set_checksum(0);
         }
+        Ok(())
+    }
+
+    /// BTH (PadCnt from the payload length) and extension headers; returns
+    /// the payload offset.
+    fn emit_transport(
+        &self,
+        buf: &mut [u8],
+        lay: &Layout,
+        form: IcrcForm,
+        payload_len: usize,
+    ) -> Result<usize, Error> {
+        let rest = buf.get_mut(lay.l3..).ok_or(Error::BufferTooSmall)?;
         // BTH with PadCnt from the payload length.
         let bth_off = form.net_len();
         let bth = BthRepr {
@@ -365,7 +498,7 @@ impl PacketRepr {
         let ext = rest
             .get_mut(bth_off + 12..lay.payload - lay.l3)
             .ok_or(Error::BufferTooSmall)?;
-        self.ext.emit(info.hdrs, ext)?;
+        self.ext.emit(self.bth.opcode.info().hdrs, ext)?;
         Ok(lay.payload)
     }
 

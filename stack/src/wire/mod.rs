@@ -23,7 +23,9 @@ pub mod packet;
 pub mod pfc;
 
 pub use bth::{Bth, BthRepr};
-pub use builder::{EthRepr, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr, UdpChecksum, UdpRepr};
+pub use builder::{
+    EthRepr, HeaderTemplate, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr, UdpChecksum, UdpRepr,
+};
 pub use ext::{AethSyndrome, ExtHeaders, ExtView, NakCode};
 pub use opcode::{ExtHeader, HdrMask, Opcode, OpcodeInfo, Position, Transport};
 pub use packet::{

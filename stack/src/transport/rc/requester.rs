@@ -181,7 +181,9 @@ pub(crate) fn produce(
         bth,
         ext,
     };
-    let off = repr.emit_headers(buf, len as usize).ok()?;
+    let off = repr
+        .emit_headers_cached(buf, len as usize, &mut qp.req_tmpl)
+        .ok()?;
     let inline = flags.contains(SendFlags::INLINE);
     // Zero-copy (`Device::poll_transmit_gather`): a payload that is one
     // range of a shared MR is sent by reference, not copied.

@@ -755,7 +755,9 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
         bth,
         ext,
     };
-    let off = repr.emit_headers(buf, payload_len as usize).ok()?;
+    let off = repr
+        .emit_headers_cached(buf, payload_len as usize, &mut qp.resp_tmpl)
+        .ok()?;
     // Zero-copy (`Device::poll_transmit_gather`): a READ response from a
     // shared MR is sent by reference, not copied.
     let mut zc = None;
