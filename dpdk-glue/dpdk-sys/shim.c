@@ -85,6 +85,23 @@ uint16_t shim_rte_pktmbuf_data_room_size(struct rte_mempool *mp)
 	return rte_pktmbuf_data_room_size(mp);
 }
 
+uint8_t *shim_mbuf_tx_room(struct rte_mbuf *m, uint32_t *room)
+{
+	if (m->nb_segs != 1 || !RTE_MBUF_DIRECT(m) ||
+	    rte_mbuf_refcnt_read(m) != 1)
+		return NULL;
+	*room = (uint32_t)m->data_len + rte_pktmbuf_tailroom(m);
+	return rte_pktmbuf_mtod(m, uint8_t *);
+}
+
+const uint8_t *shim_mbuf_rx_data(const struct rte_mbuf *m, uint32_t *len)
+{
+	if (m->nb_segs != 1)
+		return NULL;
+	*len = m->data_len;
+	return rte_pktmbuf_mtod(m, const uint8_t *);
+}
+
 uint16_t shim_rte_pktmbuf_nb_segs(const struct rte_mbuf *m)
 {
 	return m->nb_segs;

@@ -44,6 +44,12 @@ uint16_t shim_rte_pktmbuf_nb_segs(const struct rte_mbuf *m);
 struct rte_mbuf *shim_rte_pktmbuf_next(const struct rte_mbuf *m);
 int shim_rte_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
 int shim_rte_pktmbuf_is_contiguous(const struct rte_mbuf *m);
+/* Per-frame fast paths (one call instead of five or six):
+ * the data pointer and data_len + tailroom of a single-segment, direct mbuf
+ * with reference count 1 (NULL otherwise, *room untouched); and the data
+ * pointer and data_len of a single-segment mbuf (NULL for a chain). */
+uint8_t *shim_mbuf_tx_room(struct rte_mbuf *m, uint32_t *room);
+const uint8_t *shim_mbuf_rx_data(const struct rte_mbuf *m, uint32_t *len);
 
 /* external buffers */
 void shim_rte_pktmbuf_attach_extbuf(struct rte_mbuf *m, void *buf_addr,

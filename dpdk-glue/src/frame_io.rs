@@ -216,8 +216,8 @@ impl FrameIo for DpdkPort {
         free_bulk(&mut self.rx);
         let n = self.port.rx_burst(self.queue, &mut self.rx, max);
         for m in &self.rx {
-            if m.nb_segs() == 1 {
-                on_frame(m.data());
+            if let Some(data) = m.single_segment_data() {
+                on_frame(data);
             } else {
                 self.counters.rx_linearized += 1;
                 self.linear.clear();
@@ -259,21 +259,25 @@ impl FrameIo for DpdkPort {
                 self.counters.tx_no_mbuf += 1;
                 break;
             };
-            let Some(room) = m.room_mut() else {
+            let mut room_len = 0;
+            let filled = m.fill_room(self.max_frame, |room| {
+                room_len = room.len();
+                fill(room)
+            });
+            match filled {
                 // Not a fresh single-segment mbuf (never happens with
-                // alloc); free it and stop.
-                break;
-            };
-            let room_len = room.len().min(self.max_frame);
-            let Some(len) = fill(&mut room[..room_len]) else {
-                self.tx_spare.push(m);
-                break;
-            };
-            if len > room_len || !m.set_len(len) {
-                too_long = Some((len, room_len));
-                break;
+                // alloc): free it and stop.
+                None => break,
+                Some(Ok(None)) => {
+                    self.tx_spare.push(m);
+                    break;
+                }
+                Some(Ok(Some(_))) => self.tx_pending.push(m),
+                Some(Err(len)) => {
+                    too_long = Some((len, room_len));
+                    break;
+                }
             }
-            self.tx_pending.push(m);
         }
         accepted += self.flush();
         if !self.tx_pending.is_empty() {

@@ -159,6 +159,58 @@ impl Mbuf {
         })
     }
 
+    /// Let `fill` write a frame into the room of a fresh transmit mbuf (a
+    /// single direct segment with reference count 1) and set the mbuf's
+    /// length to what it returns: two calls into DPDK instead of the ten
+    /// that [`Mbuf::room_mut`] and [`Mbuf::set_len`] make. `None` if the
+    /// mbuf is not such a segment; `Some(Err(len))` (length unchanged) if
+    /// `fill` returned more than the room, `Some(Ok(None))` if it wrote
+    /// nothing.
+    pub fn fill_room(
+        &mut self,
+        max: usize,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Option<Result<Option<usize>, usize>> {
+        let mut room = 0u32;
+        // SAFETY: valid mbuf; the shim reads header fields and returns NULL
+        // unless it is a single direct segment with reference count 1.
+        let p = unsafe { dpdk_sys::shim_mbuf_tx_room(self.0.as_ptr(), &mut room) };
+        if p.is_null() {
+            return None;
+        }
+        let room = (room as usize).min(max).min(usize::from(u16::MAX));
+        // SAFETY: from mtod lie data_len + tailroom >= `room` bytes of the
+        // mbuf's own (DPDK-initialised) buffer, exclusively ours (direct,
+        // refcnt 1, single segment) while `&mut self` is borrowed.
+        let buf = unsafe { std::slice::from_raw_parts_mut(p, room) };
+        let Some(len) = fill(buf) else {
+            return Some(Ok(None));
+        };
+        if len > room {
+            return Some(Err(len));
+        }
+        // SAFETY: single segment, `len` <= room <= u16::MAX (checked above).
+        unsafe { dpdk_sys::shim_rte_pktmbuf_set_len(self.0.as_ptr(), len as u16) };
+        Some(Ok(Some(len)))
+    }
+
+    /// The data of a single-segment mbuf (one call into DPDK), `None` for a
+    /// chain.
+    pub fn single_segment_data(&self) -> Option<&[u8]> {
+        let mut len = 0u32;
+        // SAFETY: valid mbuf; the shim reads header fields.
+        let p = unsafe { dpdk_sys::shim_mbuf_rx_data(self.0.as_ptr(), &mut len) };
+        if p.is_null() {
+            return None;
+        }
+        if len == 0 {
+            return Some(&[]);
+        }
+        // SAFETY: the segment's data is `len` initialised bytes, not mutated
+        // while `&self` is borrowed.
+        Some(unsafe { std::slice::from_raw_parts(p, len as usize) })
+    }
+
     /// Set the length of a single-segment mbuf (`data_len` = `pkt_len` =
     /// `len`). Returns `false` (and changes nothing) for a chain or when
     /// `len` exceeds data + tailroom.

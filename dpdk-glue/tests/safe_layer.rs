@@ -205,12 +205,32 @@ fn mbuf_accessors_keep_within_the_buffer() {
     let segs: Vec<&[u8]> = m.segments().collect();
     assert_eq!(segs, [&b"yabc"[..], &b"123"[..]]);
     assert!(m.room_mut().is_none(), "a chain lends no single room");
+    assert!(m.fill_room(usize::MAX, |_| Some(0)).is_none());
+    assert!(m.single_segment_data().is_none());
     let mut v = Vec::new();
     m.copy_to(&mut v);
     assert_eq!(v, b"yabc123");
     assert_eq!(pool.in_use(), 2);
     drop(m);
     assert_eq!(pool.in_use(), 0, "dropping the head frees the chain");
+    // The per-frame fast paths: room = data_len + tailroom, capped by max.
+    let mut m = pool.alloc().unwrap();
+    let r = m.fill_room(usize::MAX, |room| {
+        assert_eq!(room.len(), 2048);
+        room[..3].copy_from_slice(b"abc");
+        Some(3)
+    });
+    assert_eq!(r, Some(Ok(Some(3))));
+    assert_eq!((m.data_len(), m.pkt_len()), (3, 3));
+    assert_eq!(m.single_segment_data(), Some(&b"abc"[..]));
+    assert_eq!(
+        m.fill_room(100, |room| Some(room.len() + 1)),
+        Some(Err(101))
+    );
+    assert_eq!(m.data(), b"abc", "a refused length changes nothing");
+    assert_eq!(m.fill_room(100, |_| None), Some(Ok(None)));
+    drop(m);
+    assert_eq!(pool.in_use(), 0);
     // into_raw / from_raw round trip.
     let m = pool.alloc().unwrap();
     let raw = m.into_raw();
