@@ -24,8 +24,9 @@
 //! The data path uses `crc32fast`'s streaming hasher, started from the CRC of the
 //! eight 0xFF bytes ([`SEED`]). Short packets (a region of at most
 //! [`SMALL_REGION_LEN`] bytes) are copied whole to a stack buffer, masked and
-//! hashed in one call; longer ones copy and mask only the 40-60 header bytes
-//! and hash the payload in place. Nothing allocates.
+//! hashed in one call; longer ones copy and mask only the 48 or 64 bytes
+//! (whole 16-byte blocks) that hold the masked fields and hash the rest in
+//! place. Nothing allocates.
 
 use std::sync::OnceLock;
 
@@ -65,15 +66,15 @@ pub const SEED: u32 = 0x2144_DF1C;
 
 /// Regions (IP header or GRH through the pad bytes) of at most this many bytes
 /// are copied whole to the stack, masked and hashed in one `crc32fast` call;
-/// longer ones hash a masked copy of their header prefix
-/// ([`IcrcForm::masked_len`] bytes), then the rest in place.
+/// longer ones hash a masked copy of the 16-byte blocks that hold their
+/// header prefix ([`IcrcForm::masked_len`] bytes), then the rest in place.
 ///
 /// For short inputs a hasher call costs mostly its fixed setup and final
 /// reduction, so one call over a copy beats two calls: on the Zen 3 guests of
-/// PERF-NOTES.md the copy path was faster up to 512 bytes (a 104-byte region,
-/// 64-byte payload: 25 ns against 45 ns for the two-call form; `crc32fast`
-/// alone, unmasked and in place: 21 ns). Beyond that, copying costs more than
-/// the second call saves.
+/// PERF-NOTES.md, for a 104-byte region (64-byte payload), the copy took
+/// 25 ns against 28 ns for the two-call form (`crc32fast` alone, unmasked and
+/// in place: 21 ns). Beyond 512 bytes, copying costs more than the second
+/// call saves.
 pub const SMALL_REGION_LEN: usize = 512;
 
 /// The longest masked header prefix (60 bytes, IPv6) rounded up to whole
@@ -83,14 +84,13 @@ const PREFIX_LEN: usize = 64;
 /// One 16-byte block, the unit `crc32fast` loads.
 type Block = [u8; 16];
 
-/// Length of a mask table: [`PREFIX_LEN`] mask bytes and one all-zero block,
-/// so that any 16 bytes starting before [`PREFIX_LEN`] can be read from it.
-const MASK_LEN: usize = PREFIX_LEN + 16;
+/// Whole blocks in [`PREFIX_LEN`].
+const PREFIX_BLOCKS: usize = PREFIX_LEN / 16;
 
-/// OR mask of the first [`PREFIX_LEN`] bytes of a region (then zeros): the
-/// variant fields forced to ones (table in the module docs).
-const fn or_mask(form: IcrcForm) -> [u8; MASK_LEN] {
-    let mut m = [0u8; MASK_LEN];
+/// OR mask of the first [`PREFIX_LEN`] bytes of a region, in 16-byte blocks:
+/// the variant fields forced to ones (table in the module docs).
+const fn or_mask(form: IcrcForm) -> [Block; PREFIX_BLOCKS] {
+    let mut m = [0u8; PREFIX_LEN];
     match form {
         IcrcForm::Ipv4 => {
             m[1] = 0xFF; // TOS: DSCP + ECN
@@ -114,63 +114,109 @@ const fn or_mask(form: IcrcForm) -> [u8; MASK_LEN] {
         }
     }
     m[form.net_len() + 4] = 0xFF; // BTH byte 4: FECN, BECN, Resv6a
-    m
+    let mut b = [[0u8; 16]; PREFIX_BLOCKS];
+    let mut i = 0;
+    while i < PREFIX_LEN {
+        b[i / 16][i % 16] = m[i];
+        i += 1;
+    }
+    b
 }
 
-const MASK_IPV4: [u8; MASK_LEN] = or_mask(IcrcForm::Ipv4);
-const MASK_IPV6: [u8; MASK_LEN] = or_mask(IcrcForm::Ipv6);
-const MASK_GRH: [u8; MASK_LEN] = or_mask(IcrcForm::Grh);
+/// The mask tables, indexed by form.
+static MASKS: [[Block; PREFIX_BLOCKS]; 3] = [
+    or_mask(IcrcForm::Ipv4),
+    or_mask(IcrcForm::Ipv6),
+    or_mask(IcrcForm::Grh),
+];
 
-/// Copy `src` into the start of `dst` (at least as long as `src` and 16 bytes),
-/// OR-ing byte `i` with `mask[i]` (zero beyond the table).
-///
-/// Every byte is written by 16-byte stores, and `crc32fast`'s loads, which
-/// follow at once, each find one store that holds all their bytes, so the CPU
-/// forwards them from the store queue. (A `memcpy` followed by byte-sized mask
-/// stores, or a tail assembled with a short copy, made loads span several
-/// stores: a store-forwarding stall on the hash's dependency chain each.) The
-/// last, partial block is written first as the last 16 bytes of `src`; the
-/// whole blocks then overwrite its front.
-#[inline(always)]
-fn copy_masked(dst: &mut [u8], src: &[u8], mask: &[u8; MASK_LEN]) {
-    const ZERO: Block = [0; 16];
+impl IcrcForm {
+    /// Index of this form's mask table in `MASKS`, and the number of
+    /// 16-byte blocks that hold masked bytes (the masked prefix rounded up).
     #[inline(always)]
-    fn or_into(d: Option<&mut [u8]>, s: &Block, m: &[u8; MASK_LEN], off: usize) {
-        let m = m
-            .get(off..)
-            .and_then(|m| m.first_chunk::<16>())
-            .unwrap_or(&ZERO);
-        // One 128-bit OR (a single vector instruction), not 16 byte ORs.
-        let b: Block = (u128::from_ne_bytes(*s) | u128::from_ne_bytes(*m)).to_ne_bytes();
-        if let Some(d) = d {
-            d.copy_from_slice(&b);
+    const fn mask_index(self) -> (usize, usize) {
+        match self {
+            IcrcForm::Ipv4 => (0, 3),
+            IcrcForm::Ipv6 => (1, 4),
+            IcrcForm::Grh => (2, 4),
         }
     }
+
+    /// The mask blocks of this form, and how many of them hold masked bytes
+    /// (the masked prefix rounded up to whole blocks: 3 for IPv4, 4 otherwise).
+    ///
+    /// The table is reached through [`core::hint::black_box`]: with the mask
+    /// bytes visible as constants, LLVM turns the 16-byte ORs into byte and
+    /// word stores, and `crc32fast`'s 16-byte loads that follow at once cannot
+    /// be forwarded from several narrower stores (a stall of some 10 ns per
+    /// packet measured, nearly half the hash). Opaque, the masks are loaded and
+    /// OR-ed as vectors and stored whole.
+    #[inline(always)]
+    fn masks(self) -> (&'static [Block; PREFIX_BLOCKS], usize) {
+        let (i, n) = self.mask_index();
+        let m = core::hint::black_box(&MASKS);
+        (m.get(i).unwrap_or(&MASKS[0]), n)
+    }
+}
+
+/// `s | m`, bytewise (one vector OR once LLVM has unrolled it).
+///
+/// A plain loop over `get`, not iterator adaptors or `array::from_fn`: in the
+/// bench build those stayed out-of-line calls (`Zip::new`, `try_from_fn`) on
+/// the receive hot path.
+#[inline(always)]
+fn or_block(s: &Block, m: &Block) -> Block {
+    let mut o = [0u8; 16];
+    let mut k = 0;
+    while k < 16 {
+        if let (Some(o), Some(s), Some(m)) = (o.get_mut(k), s.get(k), m.get(k)) {
+            *o = s | m;
+        }
+        k += 1;
+    }
+    o
+}
+
+/// Block `i` of `src` OR-ed with block `i` of `mask`, stored as block `i` of
+/// `dst` by one 16-byte store; nothing if either slice is too short.
+#[inline(always)]
+fn mask_block(dst: &mut [u8], src: &[u8], mask: &[Block; PREFIX_BLOCKS], i: usize) {
+    let d = dst.get_mut(16 * i..16 * i + 16);
+    let s = src.get(16 * i..16 * i + 16);
+    if let (Some(d), Some(s), Some(m)) = (d, s, mask.get(i)) {
+        if let (Ok(d), Ok(s)) = (<&mut Block>::try_from(d), <&Block>::try_from(s)) {
+            *d = or_block(s, m);
+        }
+    }
+}
+
+/// Copy `src` to the start of `dst` (at least as long), OR-ing its first
+/// `blocks` 16-byte blocks with `mask`: those are written by one 16-byte store
+/// each, the rest by `copy_from_slice`, so every load of the hash that follows
+/// is forwarded from a single store. Returns the copied bytes.
+#[inline(always)]
+fn copy_masked<'b>(
+    dst: &'b mut [u8],
+    src: &[u8],
+    mask: &[Block; PREFIX_BLOCKS],
+    blocks: usize,
+) -> &'b [u8] {
     let n = src.len();
-    if n % 16 != 0 {
-        let off = n.saturating_sub(16);
-        let last: Block = match src.last_chunk::<16>() {
-            Some(last) => *last,
-            None => {
-                // Shorter than a block (not reached from `compute`).
-                let mut b: Block = [0; 16];
-                for (o, x) in b.iter_mut().zip(src) {
-                    *o = *x;
-                }
-                b
-            }
-        };
-        or_into(dst.get_mut(off..off + 16), &last, mask, off);
-    }
-    for (i, (s, d)) in src
-        .chunks_exact(16)
-        .zip(dst.chunks_exact_mut(16))
-        .enumerate()
-    {
-        if let Ok(s) = <&Block>::try_from(s) {
-            or_into(Some(d), s, mask, 16 * i);
+    let split = 16 * blocks;
+    if let (Some(d), Some(s)) = (dst.get_mut(split..n), src.get(split..)) {
+        d.copy_from_slice(s);
+        for i in 0..blocks {
+            mask_block(dst, src, mask, i);
+        }
+    } else if let Some(d) = dst.get_mut(..n) {
+        // A region that ends inside the last masked block (an IPv6 or GRH
+        // packet with less than 4 bytes after the BTH): byte by byte.
+        d.copy_from_slice(src);
+        for (d, m) in d.iter_mut().zip(mask.iter().flatten()) {
+            *d |= m;
         }
     }
+    dst.get(..n).unwrap_or(&[])
 }
 
 /// A `crc32fast` hasher started at [`SEED`]. The CPU-feature detection that
@@ -192,29 +238,48 @@ fn seeded_hasher() -> crc32fast::Hasher {
 /// header prefix.
 #[inline]
 pub fn compute(form: IcrcForm, region: &[u8]) -> Result<u32, Error> {
+    // One copy of the body per form, so that the masked-block count and the
+    // minimum length are constants in each.
+    match form {
+        IcrcForm::Ipv4 => compute_ipv4(region),
+        IcrcForm::Ipv6 | IcrcForm::Grh => compute_other(form, region),
+    }
+}
+
+/// [`compute`] for RoCEv2 over IPv6 and RoCEv1 (one copy for both).
+#[inline(never)]
+fn compute_other(form: IcrcForm, region: &[u8]) -> Result<u32, Error> {
+    compute_form(form, region)
+}
+
+/// [`compute`] for RoCEv2 over IPv4, the common case, kept out of line so the
+/// parser that calls it stays small.
+#[inline(never)]
+fn compute_ipv4(region: &[u8]) -> Result<u32, Error> {
+    compute_form(IcrcForm::Ipv4, region)
+}
+
+/// The body of [`compute`].
+#[inline(always)]
+fn compute_form(form: IcrcForm, region: &[u8]) -> Result<u32, Error> {
     if region.len() < form.masked_len() {
         return Err(Error::BthTruncated);
     }
-    let mask = match form {
-        IcrcForm::Ipv4 => &MASK_IPV4,
-        IcrcForm::Ipv6 => &MASK_IPV6,
-        IcrcForm::Grh => &MASK_GRH,
-    };
+    let (mask, blocks) = form.masks();
     let mut h = seeded_hasher();
     if region.len() <= 128 {
         // The stack buffer is zeroed first: keep it small for small packets.
         let mut buf = [0u8; 128];
-        copy_masked(&mut buf, region, mask);
-        h.update(buf.get(..region.len()).unwrap_or(&[]));
+        h.update(copy_masked(&mut buf, region, mask, blocks));
     } else if region.len() <= SMALL_REGION_LEN {
         let mut buf = [0u8; SMALL_REGION_LEN];
-        copy_masked(&mut buf, region, mask);
-        h.update(buf.get(..region.len()).unwrap_or(&[]));
-    } else if let Some((head, rest)) = region.split_at_checked(form.masked_len()) {
-        // The shortest prefix that holds the masked fields: its hash is on the
-        // dependency chain of the payload's first fold.
+        h.update(copy_masked(&mut buf, region, mask, blocks));
+    } else if let Some((head, rest)) = region.split_at_checked(16 * blocks) {
+        // The masked blocks from a copy, then the rest in place.
         let mut buf = [0u8; PREFIX_LEN];
-        copy_masked(&mut buf, head, mask);
+        for i in 0..blocks {
+            mask_block(&mut buf, head, mask, i);
+        }
         h.update(buf.get(..head.len()).unwrap_or(&[]));
         h.update(rest);
     }
@@ -235,29 +300,22 @@ pub fn compute_in_place(form: IcrcForm, region: &mut [u8]) -> Result<u32, Error>
         // Short packets: the masked copy costs less than the in-place dance.
         return compute(form, region);
     }
-    let mask = match form {
-        IcrcForm::Ipv4 => &MASK_IPV4,
-        IcrcForm::Ipv6 => &MASK_IPV6,
-        IcrcForm::Grh => &MASK_GRH,
-    };
+    let (mask, blocks) = form.masks();
     // Mask whole 16-byte blocks from the region's start, one store each, so
     // the hasher's loads that follow are forwarded from single stores.
-    let head = region.get_mut(..PREFIX_LEN).ok_or(Error::BthTruncated)?;
+    let head = region.get_mut(..16 * blocks).ok_or(Error::BthTruncated)?;
     let mut saved = [0u8; PREFIX_LEN];
-    saved.copy_from_slice(head);
-    for (blk, m) in head.chunks_exact_mut(16).zip(mask.chunks_exact(16)) {
-        let mut b = [0u8; 16];
-        b.copy_from_slice(blk);
-        for (x, y) in b.iter_mut().zip(m) {
-            *x |= y;
-        }
-        blk.copy_from_slice(&b);
+    if let Some(sv) = saved.get_mut(..head.len()) {
+        sv.copy_from_slice(head);
+    }
+    for i in 0..blocks {
+        mask_block(head, &saved, mask, i);
     }
     let mut h = seeded_hasher();
     h.update(region);
     let crc = h.finalize();
-    if let Some(head) = region.get_mut(..PREFIX_LEN) {
-        head.copy_from_slice(&saved);
+    if let (Some(head), Some(sv)) = (region.get_mut(..16 * blocks), saved.get(..16 * blocks)) {
+        head.copy_from_slice(sv);
     }
     Ok(crc)
 }
@@ -274,7 +332,8 @@ mod tests {
     #[test]
     fn in_place_equals_copying_and_restores_the_bytes() {
         for form in [IcrcForm::Ipv4, IcrcForm::Ipv6, IcrcForm::Grh] {
-            for len in form.masked_len()..form.masked_len() + 300 {
+            // Both sides of the copying/in-place switch.
+            for len in form.masked_len()..SMALL_REGION_LEN + 100 {
                 let region: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
                 let mut copy = region.clone();
                 let a = compute(form, &region).ok();
