@@ -44,8 +44,12 @@ fn rd_atomic_inflight(qp: &Qp) -> u32 {
         .count() as u32
 }
 
+/// Packets (PSNs) of a `len`-byte message at path MTU `pmtu` (a power of
+/// two, 256..=4096: a shift, not a division, per packet sent).
 fn npkts(len: u32, pmtu: u32) -> u32 {
-    len.div_ceil(pmtu).max(1)
+    debug_assert!(pmtu.is_power_of_two());
+    let shift = pmtu.trailing_zeros();
+    ((u64::from(len) + u64::from(pmtu) - 1) >> shift).max(1) as u32
 }
 
 /// Build the next request packet of `qp` into `buf`.
