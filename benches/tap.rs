@@ -6,16 +6,19 @@
 //! Two TAP interfaces bridged in a network namespace of their own
 //! (`tests/support/netns.rs`), MTU 9000 on both and on the bridge, so the
 //! path MTU is 4096 and a 4 KiB WRITE is one RC_RDMA_WRITE_ONLY frame of
-//! 4170 bytes. By default **one thread** polls host A, then host B, in turn
-//! (`ROCE_TAP_THREADS=1`); the kernel forwards each frame through the bridge
-//! inside the writer's `write` syscall, so that work is on this thread too.
-//! `ROCE_TAP_THREADS=2` gives each side a busy-polling thread (as `roce
-//! perf` does); it needs two idle cores; on the shared 2-core machine, with
+//! 4170 bytes. By default each side has a busy-polling thread of its own
+//! (`ROCE_TAP_THREADS=2`), as two `roce perf` processes (or perftest's
+//! server and client) run; the raw loop then writes on one thread and reads
+//! on the other. It needs two idle cores: on the shared 2-core machine, with
 //! other jobs running, it collapses to tens of MB/s for both figures.
+//! `ROCE_TAP_THREADS=1` polls host A, then host B, in turn on one thread
+//! (the kernel forwards each frame through the bridge inside the writer's
+//! `write` syscall, so all the work is on that thread): the per-message
+//! user-space cost then adds directly to the kernel's.
 //!
 //! - `stack`: two [`TapHost`]s (two devices, ARP-resolved addresses), one RC
-//!   QP, 4 KiB RDMA WRITEs from A to B, [`WINDOW`] outstanding, every
-//!   WRITE signaled, into a region of `ROCE_TAP_RING` bytes (default one
+//!   QP, 4 KiB RDMA WRITEs from A to B, [`WINDOW`] outstanding, one in
+//!   [`CQ_MOD`] signaled, into a region of `ROCE_TAP_RING` bytes (default one
 //!   4 KiB slot per WRITE in flight) checked against the source after each
 //!   block. Goodput = 4096 × messages / time.
 //! - `raw`: the same two TAP descriptors, no stack, the same threads: write
@@ -489,7 +492,7 @@ fn main() {
     let pairs = env_usize("ROCE_TAP_PAIRS", 15).max(1);
     let block = env_usize("ROCE_TAP_BLOCK", 20_000).max(1);
     let ring = env_usize("ROCE_TAP_RING", RING).max(MSG) / MSG * MSG;
-    let threads = env_usize("ROCE_TAP_THREADS", 1).clamp(1, 2);
+    let threads = env_usize("ROCE_TAP_THREADS", 2).clamp(1, 2);
     let n = netns::Netns::new("p");
     let ta = n.tap(0, MTU);
     let tb = n.tap(1, MTU);

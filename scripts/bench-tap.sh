@@ -9,6 +9,8 @@
 # Everything it creates is named after its pid and removed when it ends.
 #
 # Usage: scripts/bench-tap.sh
+#   ROCE_TAP_THREADS=2     one busy-polling thread per side (default), or 1:
+#                          both sides polled in turn by one thread
 #   ROCE_TAP_PAIRS=15      pairs of blocks (default 15)
 #   ROCE_TAP_BLOCK=20000   messages per block (default 20000)
 #   ROCE_TAP_RING=262144   bytes of source and destination memory (default
