@@ -212,10 +212,6 @@ impl Ctx<'_> {
         move_timer(self.timers, qp.qpn, kind, slot, at);
     }
 
-    /// Ethernet + network + UDP headers for a packet of `qp` to its peer (or to
-    /// `av` for UD). DSCP and PCP: the address vector's when non-zero, else
-    /// the configured data class; ECN: the configured codepoint
-    /// ([`CcConfig`]).
     /// [`Ctx::headers`] for the packets of `qp` to its own address vector,
     /// from the QP's cache when the address vector and `sport` are those it
     /// was built for (only the IPv4 identification changes per packet).
@@ -249,6 +245,10 @@ impl Ctx<'_> {
         Some((eth, net, udp))
     }
 
+    /// Ethernet + network + UDP headers for a packet of `qp` to its peer (or to
+    /// `av` for UD). DSCP and PCP: the address vector's when non-zero, else
+    /// the configured data class; ECN: the configured codepoint
+    /// ([`CcConfig`]).
     pub fn headers(
         &mut self,
         qp: &Qp,
