@@ -198,6 +198,64 @@ impl DpdkPort {
     pub fn flush(&mut self) -> usize {
         self.port.tx_burst_retain(self.queue, &mut self.tx_pending)
     }
+
+    /// The start of a transmit call: frames refused earlier go first, and
+    /// while any are still refused nothing new is taken. `Ok((accepted,
+    /// want))`: how many of the old ones the driver took and how many frames
+    /// this call may queue (at most `max` per call, the flushed ones
+    /// included); `Err(accepted)`: the call ends here.
+    fn start_burst(&mut self, max: usize) -> Result<(usize, usize), usize> {
+        crate::eal::ensure_thread_lcore();
+        let mut accepted = 0;
+        if !self.tx_pending.is_empty() {
+            accepted += self.flush();
+            if !self.tx_pending.is_empty() {
+                self.counters.tx_ring_full += 1;
+                return Err(accepted);
+            }
+        }
+        let want = max.min(MAX_BURST).saturating_sub(accepted);
+        if want == 0 {
+            return Err(accepted);
+        }
+        Ok((accepted, want))
+    }
+
+    /// A fresh mbuf from the spare stash, refilled in bulk (so an idle call,
+    /// with nothing to send, costs no allocation at all); `None` (counted)
+    /// if the pool is empty.
+    fn next_spare(&mut self, want: usize) -> Option<Mbuf> {
+        if self.tx_spare.is_empty() {
+            self.refill(want - self.tx_pending.len());
+        }
+        let m = self.tx_spare.pop();
+        if m.is_none() {
+            self.counters.tx_no_mbuf += 1;
+        }
+        m
+    }
+
+    /// The end of a transmit call: hand the queued frames to the driver
+    /// (those it refuses wait for the next call) and report a frame the
+    /// fill callback made too long.
+    fn finish_burst(
+        &mut self,
+        mut accepted: usize,
+        too_long: Option<(usize, usize)>,
+    ) -> Result<usize, DpdkError> {
+        accepted += self.flush();
+        if !self.tx_pending.is_empty() {
+            self.counters.tx_ring_full += 1;
+        }
+        if let Some((len, room)) = too_long {
+            return Err(DpdkError::TooLong {
+                what: "frame returned by the transmit fill callback",
+                len,
+                room,
+            });
+        }
+        Ok(accepted)
+    }
 }
 
 impl FrameIo for DpdkPort {
@@ -234,29 +292,13 @@ impl FrameIo for DpdkPort {
         max: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<usize, DpdkError> {
-        crate::eal::ensure_thread_lcore();
-        let mut accepted = 0;
-        if !self.tx_pending.is_empty() {
-            accepted += self.flush();
-            if !self.tx_pending.is_empty() {
-                self.counters.tx_ring_full += 1;
-                return Ok(accepted);
-            }
-        }
-        // At most `max` frames per call, the flushed ones included.
-        let want = max.min(MAX_BURST).saturating_sub(accepted);
-        if want == 0 {
-            return Ok(accepted);
-        }
-        // Fresh mbufs come from a spare stash refilled in bulk, so an idle
-        // call (nothing to send) costs no allocation at all.
+        let (accepted, want) = match self.start_burst(max) {
+            Ok(w) => w,
+            Err(accepted) => return Ok(accepted),
+        };
         let mut too_long = None;
         while self.tx_pending.len() < want {
-            if self.tx_spare.is_empty() {
-                self.refill(want - self.tx_pending.len());
-            }
-            let Some(mut m) = self.tx_spare.pop() else {
-                self.counters.tx_no_mbuf += 1;
+            let Some(mut m) = self.next_spare(want) else {
                 break;
             };
             let mut room_len = 0;
@@ -279,18 +321,7 @@ impl FrameIo for DpdkPort {
                 }
             }
         }
-        accepted += self.flush();
-        if !self.tx_pending.is_empty() {
-            self.counters.tx_ring_full += 1;
-        }
-        if let Some((len, room)) = too_long {
-            return Err(DpdkError::TooLong {
-                what: "frame returned by the transmit fill callback",
-                len,
-                room,
-            });
-        }
-        Ok(accepted)
+        self.finish_burst(accepted, too_long)
     }
 
     fn tx_burst_gather(
@@ -298,26 +329,13 @@ impl FrameIo for DpdkPort {
         max: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
     ) -> Result<usize, DpdkError> {
-        crate::eal::ensure_thread_lcore();
-        let mut accepted = 0;
-        if !self.tx_pending.is_empty() {
-            accepted += self.flush();
-            if !self.tx_pending.is_empty() {
-                self.counters.tx_ring_full += 1;
-                return Ok(accepted);
-            }
-        }
-        let want = max.min(MAX_BURST).saturating_sub(accepted);
-        if want == 0 {
-            return Ok(accepted);
-        }
+        let (accepted, want) = match self.start_burst(max) {
+            Ok(w) => w,
+            Err(accepted) => return Ok(accepted),
+        };
         let mut too_long = None;
         while self.tx_pending.len() < want {
-            if self.tx_spare.is_empty() {
-                self.refill(want - self.tx_pending.len());
-            }
-            let Some(mut m) = self.tx_spare.pop() else {
-                self.counters.tx_no_mbuf += 1;
+            let Some(mut m) = self.next_spare(want) else {
                 break;
             };
             let Some(room) = m.room_mut() else {
@@ -377,17 +395,6 @@ impl FrameIo for DpdkPort {
             }
             self.tx_pending.push(m);
         }
-        accepted += self.flush();
-        if !self.tx_pending.is_empty() {
-            self.counters.tx_ring_full += 1;
-        }
-        if let Some((len, room)) = too_long {
-            return Err(DpdkError::TooLong {
-                what: "frame returned by the transmit fill callback",
-                len,
-                room,
-            });
-        }
-        Ok(accepted)
+        self.finish_burst(accepted, too_long)
     }
 }
