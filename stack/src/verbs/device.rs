@@ -223,9 +223,11 @@ impl Ctx<'_> {
         qp: &mut Qp,
         sport: u16,
     ) -> Option<(EthRepr, NetRepr, UdpRepr)> {
-        let av = qp.attr.ah_attr;
         if let Some(c) = &qp.hdr_cache {
-            if c.sport == sport && c.av == av {
+            // modify_qp and reset drop the cache whenever the AV (or the
+            // destination QPN, hence the sport) changes.
+            debug_assert!(c.av == qp.attr.ah_attr);
+            if c.sport == sport {
                 let mut net = c.net;
                 if let NetRepr::Ipv4(r) = &mut net {
                     *self.ip_ident = self.ip_ident.wrapping_add(1);
@@ -234,6 +236,7 @@ impl Ctx<'_> {
                 return Some((c.eth, net, c.udp));
             }
         }
+        let av = qp.attr.ah_attr;
         let (eth, net, udp) = self.headers(qp, &av, sport)?;
         qp.hdr_cache = Some(crate::verbs::qp::HeaderCache {
             av,
@@ -988,6 +991,9 @@ impl Device {
         if mask.contains(QpAttrMask::AV) {
             a.ah_attr = attr.ah_attr;
         }
+        if mask.intersects(QpAttrMask::AV | QpAttrMask::DEST_QPN) {
+            qp.hdr_cache = None;
+        }
         if mask.contains(QpAttrMask::PATH_MTU) {
             a.path_mtu = attr.path_mtu.min(active_mtu);
         }
@@ -1078,8 +1084,9 @@ impl Device {
         qp.push_send(wr)?;
         if qp.state == QpState::Err {
             self.error_qp(qpn);
-        } else {
-            self.activate(qpn);
+        } else if !qp.active {
+            qp.active = true;
+            self.active.push_back(qpn);
         }
         Ok(())
     }

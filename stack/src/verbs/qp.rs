@@ -567,6 +567,7 @@ impl Qp {
         self.comp = CompState::default();
         self.resp = RespState::new(1);
         self.attr = QpAttr::default();
+        self.hdr_cache = None;
         self.sqd_event_pending = false;
     }
 
