@@ -29,7 +29,7 @@
 //! identification per packet; a socket has one port, and the kernel
 //! chooses the identification. So before sending, the backend rewrites the
 //! frame to what goes on the wire and recomputes the ICRC over it
-//! ([`roce_stack::icrc::compute_in_place`]):
+//! ([`roce_stack::icrc::compute`]):
 //!
 //! - UDP source port = the socket's port, destination port = 4791 (always,
 //!   whatever port the peer's socket really listens on: the receiver
@@ -534,7 +534,7 @@ fn rewrite_for_wire(frame: &mut [u8], sport: u16) -> Option<WireInfo> {
     ip[ihl..ihl + 2].copy_from_slice(&sport.to_be_bytes());
     ip[ihl + 2..ihl + 4].copy_from_slice(&ROCEV2_UDP_PORT.to_be_bytes());
     let end = ihl + udp_len;
-    let crc = icrc::compute_in_place(form, ip.get_mut(..end - ICRC_LEN)?).ok()?;
+    let crc = icrc::compute(form, ip.get(..end - ICRC_LEN)?).ok()?;
     ip.get_mut(end - ICRC_LEN..end)?
         .copy_from_slice(&crc.to_le_bytes());
     Some(WireInfo {

@@ -510,7 +510,7 @@ impl PacketRepr {
         let buf = buf.get_mut(..frame_len).ok_or(Error::BufferTooSmall)?;
         buf[lay.pad..lay.icrc].fill(0);
         let form = self.net.form();
-        let crc = icrc::compute_in_place(form, &mut buf[lay.l3..lay.icrc])?;
+        let crc = icrc::compute(form, &buf[lay.l3..lay.icrc])?;
         buf[lay.icrc..lay.end].copy_from_slice(&crc.to_le_bytes());
         buf[lay.end..].fill(0);
         if form != IcrcForm::Grh {
