@@ -161,8 +161,8 @@ per side, each driving its device with a monotonic clock.
 
 BW: -n iterations per QP (perftest's convention), tx-depth work requests \
 outstanding per QP; BW average = all bytes over first post to last completion, \
-in Gbit/s; BW peak = perftest's best run of consecutive operations; MsgRate in \
-millions of messages per second.
+in Gbit/s; BW peak = perftest's best run of consecutive operations (with -D: \
+the best one-second window); MsgRate in millions of messages per second.
 Latency: post to completion with one operation outstanding, in microseconds \
 (a full round trip; perftest's ib_write_lat/ib_send_lat report half a ping-pong \
 round trip instead).

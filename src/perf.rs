@@ -43,7 +43,10 @@
 //!   of messages per second. The peak is perftest's: the best
 //!   `(t_completed[j] − t_posted[i]) / (j − i + 1)` over all `i <= j` (over a
 //!   uniform sample of at most 4096 points when there are more iterations).
-//!   Every work request is signaled.
+//!   A duration run (`-D`) stamps no operation (the stamps would grow by 16
+//!   bytes per message for as long as the run lasts); it counts completions
+//!   per 100 ms instead, and its peak is the best one-second window of those
+//!   (the average when the run is shorter).
 //! - Latency (`--lat`): the time from `post_send` to the poll that returns its
 //!   completion, with one operation outstanding, in microseconds. For WRITE and
 //!   SEND that is a full round trip (request out, ACK back), like perftest's

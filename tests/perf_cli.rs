@@ -317,6 +317,9 @@ fn duration_mode_and_small_mtu() {
     let row = result_row(&text);
     assert_eq!(row[0], "1024");
     assert!(row[1].parse::<u64>().expect("iterations") > 0, "{row:?}");
+    // A -D run's peak is its best whole second; under a second, the average.
+    assert_eq!(row[2], row[3], "{row:?}");
+    assert!(row[3].parse::<f64>().expect("average") > 0.0, "{row:?}");
     let text = assert_verified(&run(&["perf", "read", "-n", "50", "-s", "0"]), "read -s 0");
     assert_eq!(result_row(&text)[..2], ["0", "50"]);
 }

@@ -598,6 +598,10 @@ pub(crate) struct Client<B> {
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
     samples: Vec<u64>,
+    /// A duration run (`-D`) of a BW test counts completions per interval
+    /// instead of stamping every operation (which would grow by 16 bytes
+    /// per message for as long as the run lasts).
+    counted: Option<Counted>,
     /// Latency test: when the outstanding operation was posted.
     lat_post: u64,
     next_qp: usize,
@@ -617,6 +621,17 @@ pub(crate) struct ClientOut<B> {
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
     samples: Vec<u64>,
+    /// The first post's time and the counts, for a counted run.
+    counted: Option<(u64, Counted)>,
+}
+
+/// Completions of a duration run, counted per [`stats::INTERVAL_NS`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Counted {
+    /// Time of the last completion (ns since the run's start).
+    last_ns: u64,
+    /// Completions in each interval after the first post.
+    counts: Vec<u64>,
 }
 
 impl<B: FrameIo> Client<B> {
@@ -669,7 +684,9 @@ impl<B: FrameIo> Client<B> {
             .map_err(|e| format!("post_send on QP 0x{:06x}: {e}", self.qpn[r]))?;
         self.posted[r] += 1;
         self.total_posted += 1;
-        self.tposted.push(now);
+        if self.counted.is_none() {
+            self.tposted.push(now);
+        }
         if self.first_post.is_none() {
             self.first_post = Some(now);
         }
@@ -697,7 +714,10 @@ impl<B: FrameIo> Client<B> {
     }
 
     /// Post new work; returns whether any was posted.
-    fn post_work(&mut self, sh: &Shared) -> Result<bool, String> {
+    /// `loop_ns` is the time read at the top of the polling loop: a counted
+    /// run uses it, saving a clock read per pass; a stamped one reads the
+    /// clock again so each post's time is right before it.
+    fn post_work(&mut self, sh: &Shared, loop_ns: u64) -> Result<bool, String> {
         let q = self.qpn.len();
         if self.lat {
             if self.total_posted != self.total_done {
@@ -715,7 +735,11 @@ impl<B: FrameIo> Client<B> {
             }
             return Ok(false);
         }
-        let now = sh.now_ns();
+        let now = if self.counted.is_some() {
+            loop_ns
+        } else {
+            sh.now_ns()
+        };
         let mut any = false;
         loop {
             let mut round = false;
@@ -771,8 +795,17 @@ impl<B: FrameIo> Client<B> {
         let n = last + 1 - first;
         self.done[r] += n;
         self.total_done += n;
-        for _ in 0..n {
-            self.tcompleted.push(t);
+        if let Some(c) = &mut self.counted {
+            let i = (t.saturating_sub(self.first_post.unwrap_or(t)) / stats::INTERVAL_NS) as usize;
+            if i >= c.counts.len() {
+                c.counts.resize(i + 1, 0);
+            }
+            c.counts[i] += n;
+            c.last_ns = t;
+        } else {
+            for _ in 0..n {
+                self.tcompleted.push(t);
+            }
         }
         Ok(())
     }
@@ -848,7 +881,7 @@ impl<B: FrameIo> Client<B> {
             if self.finished() {
                 break;
             }
-            work |= self.post_work(sh)?;
+            work |= self.post_work(sh, now_ns)?;
             work |= drive_tx(&mut self.dev, &mut self.io, now, &mut self.sent)?;
             if sh.state() == ABORT {
                 return Err("the server side failed".into());
@@ -880,6 +913,7 @@ impl<B: FrameIo> Client<B> {
             tposted: self.tposted,
             tcompleted: self.tcompleted,
             samples: self.samples,
+            counted: self.counted.map(|c| (self.first_post.unwrap_or(0), c)),
         })
     }
 }
@@ -1074,7 +1108,12 @@ pub(crate) fn client<B: FrameIo>(
         Limit::Duration(d) => Some(d.as_nanos() as u64),
         Limit::Iters(_) => None,
     };
-    let expected = iters.map_or(1 << 16, |n| n.saturating_mul(q as u64).min(1 << 24)) as usize;
+    let counted = (iters.is_none() && !cfg.lat).then(Counted::default);
+    let expected = match (iters, &counted) {
+        (_, Some(_)) => 0,
+        (Some(n), None) => n.saturating_mul(q as u64).min(1 << 24) as usize,
+        (None, None) => 1 << 16,
+    };
     let stall = ack_timeout(cfg.qp_timeout).unwrap_or_default() * 3;
     Ok(Client {
         dev: local.dev,
@@ -1102,6 +1141,7 @@ pub(crate) fn client<B: FrameIo>(
         tposted: Vec::with_capacity(expected),
         tcompleted: Vec::with_capacity(expected),
         samples: Vec::with_capacity(if cfg.lat { expected } else { 0 }),
+        counted,
         lat_post: 0,
         next_qp: 0,
         first_post: None,
@@ -1387,7 +1427,7 @@ fn run_pair<B: FrameIo + Send>(
     let verified = verify(cfg, &c, &s)?;
     let q = u64::from(cfg.qps);
     let mut samples = c.samples.clone();
-    let figures = figures(cfg, &c.tposted, &c.tcompleted, &mut samples);
+    let figures = figures(cfg, &c.tposted, &c.tcompleted, &mut samples, c.counted());
     let retrans = RETRANS_COUNTERS
         .iter()
         .filter_map(|&name| {
@@ -1412,15 +1452,19 @@ fn run_pair<B: FrameIo + Send>(
     Ok((report, c, s))
 }
 
-/// BW or latency figures of a client's timestamps.
+/// BW or latency figures of a client's timestamps, or of its counts
+/// ([`ClientOut::counted`]) after a duration run.
 pub(crate) fn figures(
     cfg: &PerfConfig,
     tposted: &[u64],
     tcompleted: &[u64],
     samples: &mut [u64],
+    counted: Option<(u64, u64, u64, &[u64])>,
 ) -> Figures {
     if cfg.lat {
         Figures::Lat(stats::lat(samples))
+    } else if let Some((first, last, total, counts)) = counted {
+        Figures::Bw(stats::bw_counted(cfg.size, first, last, total, counts))
     } else {
         Figures::Bw(stats::bw(cfg.size, tposted, tcompleted))
     }
@@ -1430,6 +1474,15 @@ impl<B> ClientOut<B> {
     /// The latency samples and the post / completion timestamps (ns).
     pub(crate) fn timestamps(&mut self) -> (&[u64], &[u64], &mut [u64]) {
         (&self.tposted, &self.tcompleted, &mut self.samples)
+    }
+
+    /// A duration run's first post, last completion (ns), operations
+    /// completed and counts per interval; `None` when every operation was
+    /// stamped.
+    pub(crate) fn counted(&self) -> Option<(u64, u64, u64, &[u64])> {
+        self.counted
+            .as_ref()
+            .map(|(first, c)| (*first, c.last_ns, self.total_done, c.counts.as_slice()))
     }
 }
 

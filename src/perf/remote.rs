@@ -743,9 +743,13 @@ fn run_client(
         }
     };
     let q = u64::from(cfg.qps);
+    let counted = out.counted().map(|(f, l, n, c)| (f, l, n, c.to_vec()));
     let (tposted, tcompleted, samples) = out.timestamps();
     let (tposted, tcompleted) = (tposted.to_vec(), tcompleted.to_vec());
-    let figures = engine::figures(cfg, &tposted, &tcompleted, samples);
+    let counted = counted
+        .as_ref()
+        .map(|(f, l, n, c)| (*f, *l, *n, c.as_slice()));
+    let figures = engine::figures(cfg, &tposted, &tcompleted, samples, counted);
     let client_counters = owned(engine::retrans_counters(&out.dev));
     let counters = counters_text(&client_counters);
     ch.send(&format!(
