@@ -614,7 +614,12 @@ impl Qp {
             slot.flags |= SendFlags::SIGNALED;
         }
         slot.num_sge = wr.sg_list.len();
-        slot.sges[..wr.sg_list.len()].copy_from_slice(wr.sg_list);
+        if let ([d, ..], [sge]) = (&mut slot.sges, wr.sg_list) {
+            // The common single-SGE WR: a 16-byte store, not a memcpy call.
+            *d = *sge;
+        } else {
+            slot.sges[..wr.sg_list.len()].copy_from_slice(wr.sg_list);
+        }
         slot.inline.clear();
         if inline {
             slot.inline.extend_from_slice(wr.inline_data);
@@ -647,7 +652,12 @@ impl Qp {
         let slot = self.rq.next_slot().ok_or(VerbsError::QueueFull)?;
         slot.wr_id = wr.wr_id;
         slot.num_sge = wr.sg_list.len();
-        slot.sges[..wr.sg_list.len()].copy_from_slice(wr.sg_list);
+        if let ([d, ..], [sge]) = (&mut slot.sges, wr.sg_list) {
+            // The common single-SGE WR: a 16-byte store, not a memcpy call.
+            *d = *sge;
+        } else {
+            slot.sges[..wr.sg_list.len()].copy_from_slice(wr.sg_list);
+        }
         slot.total_len = wr.sg_list.iter().map(|s| s.length as u64).sum();
         self.rq.commit_push();
         Ok(())
