@@ -244,6 +244,7 @@ impl Ctx<'_> {
             eth,
             net,
             udp,
+            req: None,
         });
         Some((eth, net, udp))
     }

@@ -501,6 +501,28 @@ pub(crate) struct HeaderCache {
     pub eth: crate::wire::EthRepr,
     pub net: crate::wire::NetRepr,
     pub udp: crate::wire::UdpRepr,
+    /// The requester's last full header built from these (see
+    /// [`RequestHeader`]); it goes with the cache.
+    pub req: Option<RequestHeader>,
+}
+
+/// The whole header (Ethernet through RETH) of a request packet that the
+/// full builder wrote, kept so that the next packets of the same shape (same
+/// opcode, payload length and SE bit; RoCEv2 over IPv4 with a zero UDP
+/// checksum; no extension header but a RETH) are written by copying it and
+/// patching the fields that change per packet: the IPv4 identification and
+/// header checksum, AckReq, the PSN and the RETH (`rc::requester`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestHeader {
+    pub opcode: u8,
+    pub len: u32,
+    pub solicited: bool,
+    /// Offset of the IPv4 header (14, or 18 with an 802.1Q tag).
+    pub l3: u8,
+    /// Header bytes in use: where the payload starts.
+    pub hdr_len: u8,
+    /// Up to 18 + 20 + 8 + 12 + 16 bytes.
+    pub bytes: [u8; 74],
 }
 
 impl Qp {

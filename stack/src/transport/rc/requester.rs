@@ -26,15 +26,19 @@
 //! - In SQD the requester finishes the WQEs started before the move (the
 //!   message in progress and any retransmission) and starts nothing new.
 
+use crate::icrc::{self, IcrcForm};
 use crate::time::Instant;
 use crate::transport::psn::Psn;
 use crate::transport::{ack_timeout, fail_head, gather, send_wc};
 use crate::verbs::device::{Ctx, TimerKind};
-use crate::verbs::qp::Qp;
+use crate::verbs::qp::{Qp, RequestHeader, SendWqe};
 use crate::verbs::types::{QpState, QpType, WcStatus};
 use crate::verbs::wr::{SendFlags, WrOpcode};
 use crate::wire::ext::{AtomicEthRepr, RethRepr};
-use crate::wire::{BthRepr, ExtHeaders, Opcode, PacketRepr};
+use crate::wire::{
+    bth, BthRepr, ExtHeader, ExtHeaders, HdrMask, NetRepr, Opcode, PacketRepr, UdpChecksum,
+    ETH_MIN_FRAME_LEN,
+};
 
 /// READ/ATOMIC WQEs sent and not yet completed.
 fn rd_atomic_inflight(qp: &Qp) -> u32 {
@@ -173,58 +177,80 @@ pub(crate) fn produce(
                 || opcode.is_rd_atomic()
                 || qp.sq.get(idx + 1).is_none()))
             || qp.req.noack_pkts + 1 >= ctx.cfg.ackreq_interval);
-    let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
-    bth.ack_req = ack_req;
-    bth.solicited = last && flags.contains(SendFlags::SOLICITED) && !opcode.is_rd_atomic();
+    let solicited = last && flags.contains(SendFlags::SOLICITED) && !opcode.is_rd_atomic();
     let sport = qp.udp_sport;
-    let (eth, net, udp) = ctx.headers_cached(qp, sport)?;
-    let repr = PacketRepr {
-        eth,
-        net,
-        udp,
-        bth,
-        ext,
-    };
-    let off = repr
-        .emit_headers_cached(buf, len as usize, &mut qp.req_tmpl)
-        .ok()?;
-    let inline = flags.contains(SendFlags::INLINE);
-    // Zero-copy (`Device::poll_transmit_gather`): a payload that is one
-    // range of a shared MR is sent by reference, not copied.
-    let zc = if inline {
+    // A zero-copy candidate (`Device::poll_transmit_gather`) takes the full
+    // builder, which it needs for the split frame.
+    let zc_off = ctx.zc.min == 0 || (len as usize) < ctx.zc.min;
+    let fast = if zc_off {
+        fast_headers(qp, ctx, op, len, solicited, ack_req, psn, &ext, sport, buf)
+    } else {
         None
-    } else {
-        let wqe = qp.sq.get(idx)?;
-        crate::transport::shared_sge_range(ctx, qp.pd, wqe.sges(), offset, len as usize).and_then(
-            |(mem, start)| {
-                crate::transport::finish_gather(&repr, buf, off, mem, start, len as usize)
-            },
-        )
     };
-    let gathered = if zc.is_some() {
-        Ok(())
-    } else {
+    let (off, frame_len, zc) = if let Some(off) = fast {
+        // The payload, then pad, ICRC and the Ethernet minimum, as
+        // `PacketRepr::finalize` writes them for a zero UDP checksum.
         let wqe = qp.sq.get(idx)?;
         let out = buf.get_mut(off..off + len as usize)?;
-        let inl = inline.then_some(wqe.inline.as_slice());
-        gather(ctx, qp.pd, wqe.sges(), inl, offset, out)
-    };
-    if gathered.is_err() {
-        // Bad lkey, range or rights in the gather list (IBTA C10-?; rxe
-        // `LOC_PROT_ERR`). Nothing of this packet leaves.
-        if let Some(w) = qp.sq.get_mut(idx) {
-            w.local_err = Some(WcStatus::LocProtErr);
+        let inl = inline_of(flags, wqe);
+        if gather(ctx, qp.pd, wqe.sges(), inl, offset, out).is_err() {
+            local_prot_err(qp, ctx, idx, rc);
+            return None;
         }
-        if idx == qp.sq.head() && (!rc || qp.req.psn == qp.comp.psn) {
-            fail_head(qp, ctx, WcStatus::LocProtErr);
-        }
-        return None;
-    }
-    let frame_len = if zc.is_some() {
-        repr.frame_len(len as usize)
+        let frame_len = fast_finalize(qp, off, len as usize, buf)?;
+        #[cfg(debug_assertions)]
+        check_fast_frame(
+            qp, op, len, solicited, ack_req, psn, &ext, buf, off, frame_len,
+        );
+        (off, frame_len, None)
     } else {
-        repr.finalize(buf, len as usize).ok()?
+        let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
+        bth.ack_req = ack_req;
+        bth.solicited = solicited;
+        let (eth, net, udp) = ctx.headers_cached(qp, sport)?;
+        let repr = PacketRepr {
+            eth,
+            net,
+            udp,
+            bth,
+            ext,
+        };
+        let off = repr
+            .emit_headers_cached(buf, len as usize, &mut qp.req_tmpl)
+            .ok()?;
+        let inline = flags.contains(SendFlags::INLINE);
+        // Zero-copy (`Device::poll_transmit_gather`): a payload that is one
+        // range of a shared MR is sent by reference, not copied.
+        let zc = if inline {
+            None
+        } else {
+            let wqe = qp.sq.get(idx)?;
+            crate::transport::shared_sge_range(ctx, qp.pd, wqe.sges(), offset, len as usize)
+                .and_then(|(mem, start)| {
+                    crate::transport::finish_gather(&repr, buf, off, mem, start, len as usize)
+                })
+        };
+        let gathered = if zc.is_some() {
+            Ok(())
+        } else {
+            let wqe = qp.sq.get(idx)?;
+            let out = buf.get_mut(off..off + len as usize)?;
+            gather(ctx, qp.pd, wqe.sges(), inline_of(flags, wqe), offset, out)
+        };
+        if gathered.is_err() {
+            local_prot_err(qp, ctx, idx, rc);
+            return None;
+        }
+        let frame_len = if zc.is_some() {
+            repr.frame_len(len as usize)
+        } else {
+            let n = repr.finalize(buf, len as usize).ok()?;
+            keep_request_header(qp, &repr, len, buf, off);
+            n
+        };
+        (off, frame_len, zc)
     };
+    let _ = off;
 
     // Bookkeeping.
     let wqe = qp.sq.get_mut(idx)?;
@@ -267,6 +293,168 @@ pub(crate) fn produce(
         ctx.zc.frame = zc;
     }
     Some(frame_len)
+}
+
+/// The inline payload of `wqe`, if it was posted with `IBV_SEND_INLINE`.
+fn inline_of(flags: SendFlags, wqe: &SendWqe) -> Option<&[u8]> {
+    flags
+        .contains(SendFlags::INLINE)
+        .then_some(wqe.inline.as_slice())
+}
+
+/// A bad lkey, range or rights in the gather list (rxe `LOC_PROT_ERR`):
+/// nothing of the packet leaves; the WQE completes with that status once
+/// every WQE before it is acknowledged.
+fn local_prot_err(qp: &mut Qp, ctx: &mut Ctx<'_>, idx: u64, rc: bool) {
+    if let Some(w) = qp.sq.get_mut(idx) {
+        w.local_err = Some(WcStatus::LocProtErr);
+    }
+    if idx == qp.sq.head() && (!rc || qp.req.psn == qp.comp.psn) {
+        fail_head(qp, ctx, WcStatus::LocProtErr);
+    }
+}
+
+/// Largest header [`RequestHeader`] holds: Ethernet + 802.1Q, IPv4, UDP,
+/// BTH, RETH.
+const FAST_HDR_MAX: usize = 18 + 20 + 8 + bth::HEADER_LEN + 16;
+
+/// Keep the header the full builder just wrote into `buf[..off]` as the
+/// QP's [`RequestHeader`], when the packet has the shape the fast path
+/// handles: RoCEv2 over IPv4, a zero UDP checksum, at most a RETH.
+fn keep_request_header(qp: &mut Qp, repr: &PacketRepr, len: u32, buf: &[u8], off: usize) {
+    let ipv4 = matches!(repr.net, NetRepr::Ipv4(_));
+    let zero_csum = matches!(repr.udp.checksum, UdpChecksum::Default | UdpChecksum::Zero);
+    let ext = repr.ext.mask();
+    let only_reth = ext.0 & !HdrMask::EMPTY.with(ExtHeader::Reth).0 == 0;
+    let l3 = if repr.eth.vlan.is_some() { 18 } else { 14 };
+    let (Some(cache), Some(hdr)) = (qp.hdr_cache.as_mut(), buf.get(..off)) else {
+        return;
+    };
+    if !(ipv4 && zero_csum && only_reth && off <= FAST_HDR_MAX) {
+        return;
+    }
+    let mut bytes = [0u8; FAST_HDR_MAX];
+    bytes[..off].copy_from_slice(hdr);
+    cache.req = Some(RequestHeader {
+        opcode: repr.bth.opcode.0,
+        len,
+        solicited: repr.bth.solicited,
+        l3: l3 as u8,
+        hdr_len: off as u8,
+        bytes,
+    });
+}
+
+/// The fast path: when the QP's [`RequestHeader`] has this packet's shape,
+/// write its header into `buf` by copying that one and patching the IPv4
+/// identification (the device's next, as `Ctx::headers_cached` takes it) and
+/// header checksum (RFC 1624 eqn. 3), AckReq, the PSN and the RETH. Returns
+/// where the payload goes; `None` to take the full builder.
+#[allow(clippy::too_many_arguments)]
+fn fast_headers(
+    qp: &mut Qp,
+    ctx: &mut Ctx<'_>,
+    op: Opcode,
+    len: u32,
+    solicited: bool,
+    ack_req: bool,
+    psn: Psn,
+    ext: &ExtHeaders,
+    sport: u16,
+    buf: &mut [u8],
+) -> Option<usize> {
+    let cache = qp.hdr_cache.as_ref()?;
+    let h = cache.req.as_ref()?;
+    if cache.sport != sport || h.opcode != op.0 || h.len != len || h.solicited != solicited {
+        return None;
+    }
+    let n = h.hdr_len as usize;
+    let ip = h.l3 as usize;
+    let bth = ip + 20 + 8;
+    let out = buf.get_mut(..n)?;
+    out.copy_from_slice(h.bytes.get(..n)?);
+    *ctx.ip_ident = ctx.ip_ident.wrapping_add(1);
+    let ident = *ctx.ip_ident;
+    let old = u16::from_be_bytes([out[ip + 4], out[ip + 5]]);
+    let hc = u16::from_be_bytes([out[ip + 10], out[ip + 11]]);
+    // HC' = ~(~HC + ~m + m'), one's-complement sums.
+    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(ident);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    out[ip + 4..ip + 6].copy_from_slice(&ident.to_be_bytes());
+    out[ip + 10..ip + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    out[bth + 8] = if ack_req { 0x80 } else { 0 };
+    out[bth + 9..bth + 12].copy_from_slice(&psn.value().to_be_bytes()[1..]);
+    if let Some(r) = &ext.reth {
+        let reth = out.get_mut(bth + bth::HEADER_LEN..bth + bth::HEADER_LEN + 16)?;
+        reth[..8].copy_from_slice(&r.va.to_be_bytes());
+        reth[8..12].copy_from_slice(&r.rkey.to_be_bytes());
+        reth[12..].copy_from_slice(&r.dma_len.to_be_bytes());
+    }
+    Some(n)
+}
+
+/// After the fast path's payload: pad bytes, ICRC and zeros up to the
+/// Ethernet minimum (what `PacketRepr::finalize` writes when the UDP
+/// checksum is zero). Returns the frame length.
+fn fast_finalize(qp: &Qp, off: usize, len: usize, buf: &mut [u8]) -> Option<usize> {
+    let l3 = qp.hdr_cache.as_ref()?.req.as_ref()?.l3 as usize;
+    let pad = len.wrapping_neg() & 3;
+    let icrc = off + len + pad;
+    let end = icrc + 4;
+    let frame_len = end.max(ETH_MIN_FRAME_LEN);
+    let buf = buf.get_mut(..frame_len)?;
+    buf.get_mut(off + len..icrc)?.fill(0);
+    let crc = icrc::compute(IcrcForm::Ipv4, buf.get(l3..icrc)?).ok()?;
+    buf.get_mut(icrc..end)?.copy_from_slice(&crc.to_le_bytes());
+    buf.get_mut(end..)?.fill(0);
+    Some(frame_len)
+}
+
+/// Debug builds: the fast path's frame equals what the full builder
+/// (`PacketRepr::emit`, checked against the reference vectors) writes for
+/// the same packet.
+#[cfg(debug_assertions)]
+#[allow(clippy::too_many_arguments)]
+fn check_fast_frame(
+    qp: &Qp,
+    op: Opcode,
+    len: u32,
+    solicited: bool,
+    ack_req: bool,
+    psn: Psn,
+    ext: &ExtHeaders,
+    buf: &[u8],
+    off: usize,
+    frame_len: usize,
+) {
+    let Some(c) = qp.hdr_cache.as_ref() else {
+        panic!("fast path without a header cache");
+    };
+    let l3 = c.req.map_or(14, |h| h.l3 as usize);
+    let mut net = c.net;
+    if let NetRepr::Ipv4(r) = &mut net {
+        r.ident = u16::from_be_bytes([buf[l3 + 4], buf[l3 + 5]]);
+    }
+    let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
+    bth.ack_req = ack_req;
+    bth.solicited = solicited;
+    let repr = PacketRepr {
+        eth: c.eth,
+        net,
+        udp: c.udp,
+        bth,
+        ext: *ext,
+    };
+    let payload = &buf[off..off + len as usize];
+    // On the stack: steady traffic allocates nothing (tests/no_alloc.rs).
+    let mut want = [0u8; 10 * 1024];
+    if repr.frame_len(len as usize) > want.len() {
+        return;
+    }
+    let n = repr.emit(&mut want, payload).expect("full builder");
+    assert_eq!(n, frame_len, "fast path frame length");
+    assert_eq!(&buf[..frame_len], &want[..n], "fast path frame bytes");
 }
 
 /// Go back N (IBTA 1.7 §9.7.4.1.3): resend from the oldest unacknowledged PSN,
