@@ -232,6 +232,26 @@ impl TemplateKey {
     }
 }
 
+/// Set the identification of the IPv4 header `ip` (20 bytes) to `ident`,
+/// updating its header checksum incrementally (RFC 1624 eqn. 3:
+/// `HC' = ~(~HC + ~m + m')`, one's-complement sums) instead of summing the
+/// header again. Nothing if `ip` is shorter than 12 bytes.
+pub fn patch_ipv4_ident(ip: &mut [u8], ident: u16) {
+    let Some(h) = ip.first_chunk_mut::<12>() else {
+        return;
+    };
+    let old = u16::from_be_bytes([h[4], h[5]]);
+    if old == ident {
+        return;
+    }
+    let hc = u16::from_be_bytes([h[10], h[11]]);
+    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(ident);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    sum = (sum & 0xFFFF) + (sum >> 16);
+    [h[4], h[5]] = ident.to_be_bytes();
+    [h[10], h[11]] = (!(sum as u16)).to_be_bytes();
+}
+
 impl PacketRepr {
     /// The repr that rebuilds `p` byte for byte (with its UDP checksum as a
     /// literal value), given its payload.
@@ -345,18 +365,8 @@ impl PacketRepr {
             let src = tmpl.bytes.get(..n).ok_or(Error::BufferTooSmall)?;
             let dst = buf.get_mut(..n).ok_or(Error::BufferTooSmall)?;
             dst.copy_from_slice(src);
-            if let NetRepr::Ipv4(r) = &self.net {
-                let ip = lay.l3;
-                let old = u16::from_be_bytes([dst[ip + 4], dst[ip + 5]]);
-                if old != r.ident {
-                    let hc = u16::from_be_bytes([dst[ip + 10], dst[ip + 11]]);
-                    // HC' = ~(~HC + ~m + m'), one's-complement sums.
-                    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(r.ident);
-                    sum = (sum & 0xFFFF) + (sum >> 16);
-                    sum = (sum & 0xFFFF) + (sum >> 16);
-                    dst[ip + 4..ip + 6].copy_from_slice(&r.ident.to_be_bytes());
-                    dst[ip + 10..ip + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-                }
+            if let (NetRepr::Ipv4(r), Some(ip)) = (&self.net, dst.get_mut(lay.l3..lay.l3 + 20)) {
+                patch_ipv4_ident(ip, r.ident);
             }
         } else {
             self.emit_l2_l4(buf, &lay, form)?;

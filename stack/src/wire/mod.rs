@@ -24,7 +24,8 @@ pub mod pfc;
 
 pub use bth::{Bth, BthRepr};
 pub use builder::{
-    EthRepr, HeaderTemplate, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr, UdpChecksum, UdpRepr,
+    patch_ipv4_ident, EthRepr, HeaderTemplate, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr,
+    UdpChecksum, UdpRepr,
 };
 pub use ext::{AethSyndrome, ExtHeaders, ExtView, NakCode};
 pub use opcode::{ExtHeader, HdrMask, Opcode, OpcodeInfo, Position, Transport};

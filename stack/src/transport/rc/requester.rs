@@ -36,8 +36,8 @@ use crate::verbs::types::{QpState, QpType, WcStatus};
 use crate::verbs::wr::{SendFlags, WrOpcode};
 use crate::wire::ext::{AtomicEthRepr, RethRepr};
 use crate::wire::{
-    bth, BthRepr, ExtHeader, ExtHeaders, HdrMask, NetRepr, Opcode, PacketRepr, UdpChecksum,
-    ETH_MIN_FRAME_LEN,
+    bth, patch_ipv4_ident, BthRepr, ExtHeader, ExtHeaders, HdrMask, NetRepr, Opcode, PacketRepr,
+    UdpChecksum, ETH_MIN_FRAME_LEN,
 };
 
 /// READ/ATOMIC WQEs sent and not yet completed.
@@ -187,7 +187,7 @@ pub(crate) fn produce(
     } else {
         None
     };
-    let (off, frame_len, zc) = if let Some(off) = fast {
+    let (frame_len, zc) = if let Some(off) = fast {
         // The payload, then pad, ICRC and the Ethernet minimum, as
         // `PacketRepr::finalize` writes them for a zero UDP checksum.
         let wqe = qp.sq.get(idx)?;
@@ -202,7 +202,7 @@ pub(crate) fn produce(
         check_fast_frame(
             qp, op, len, solicited, ack_req, psn, &ext, buf, off, frame_len,
         );
-        (off, frame_len, None)
+        (frame_len, None)
     } else {
         let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
         bth.ack_req = ack_req;
@@ -248,9 +248,8 @@ pub(crate) fn produce(
             keep_request_header(qp, &repr, len, buf, off);
             n
         };
-        (off, frame_len, zc)
+        (frame_len, zc)
     };
-    let _ = off;
 
     // Bookkeeping.
     let wqe = qp.sq.get_mut(idx)?;
@@ -371,25 +370,21 @@ fn fast_headers(
     let n = h.hdr_len as usize;
     let ip = h.l3 as usize;
     let bth = ip + 20 + 8;
+    let ext_end = bth + bth::HEADER_LEN + if ext.reth.is_some() { 16 } else { 0 };
+    if n != ext_end {
+        return None;
+    }
     let out = buf.get_mut(..n)?;
     out.copy_from_slice(h.bytes.get(..n)?);
     *ctx.ip_ident = ctx.ip_ident.wrapping_add(1);
-    let ident = *ctx.ip_ident;
-    let old = u16::from_be_bytes([out[ip + 4], out[ip + 5]]);
-    let hc = u16::from_be_bytes([out[ip + 10], out[ip + 11]]);
-    // HC' = ~(~HC + ~m + m'), one's-complement sums.
-    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(ident);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    out[ip + 4..ip + 6].copy_from_slice(&ident.to_be_bytes());
-    out[ip + 10..ip + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    out[bth + 8] = if ack_req { 0x80 } else { 0 };
-    out[bth + 9..bth + 12].copy_from_slice(&psn.value().to_be_bytes()[1..]);
+    patch_ipv4_ident(out.get_mut(ip..ip + 20)?, *ctx.ip_ident);
+    let (b, reth) = out.get_mut(bth..)?.split_at_mut(bth::HEADER_LEN);
+    b[8] = if ack_req { 0x80 } else { 0 };
+    b[9..12].copy_from_slice(&psn.value().to_be_bytes()[1..]);
     if let Some(r) = &ext.reth {
-        let reth = out.get_mut(bth + bth::HEADER_LEN..bth + bth::HEADER_LEN + 16)?;
         reth[..8].copy_from_slice(&r.va.to_be_bytes());
         reth[8..12].copy_from_slice(&r.rkey.to_be_bytes());
-        reth[12..].copy_from_slice(&r.dma_len.to_be_bytes());
+        reth[12..16].copy_from_slice(&r.dma_len.to_be_bytes());
     }
     Some(n)
 }
