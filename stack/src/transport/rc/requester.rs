@@ -182,8 +182,16 @@ pub(crate) fn produce(
     // A zero-copy candidate (`Device::poll_transmit_gather`) takes the full
     // builder, which it needs for the split frame.
     let zc_off = ctx.zc.min == 0 || (len as usize) < ctx.zc.min;
+    let pkt = ReqPacket {
+        op,
+        len,
+        solicited,
+        ack_req,
+        psn,
+        ext: &ext,
+    };
     let fast = if zc_off {
-        fast_headers(qp, ctx, op, len, solicited, ack_req, psn, &ext, sport, buf)
+        fast_headers(qp, ctx, &pkt, sport, buf)
     } else {
         None
     };
@@ -199,9 +207,7 @@ pub(crate) fn produce(
         }
         let frame_len = fast_finalize(qp, off, len as usize, buf)?;
         #[cfg(debug_assertions)]
-        check_fast_frame(
-            qp, op, len, solicited, ack_req, psn, &ext, buf, off, frame_len,
-        );
+        check_fast_frame(qp, &pkt, buf, off, frame_len);
         (frame_len, None)
     } else {
         let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
@@ -313,6 +319,18 @@ fn local_prot_err(qp: &mut Qp, ctx: &mut Ctx<'_>, idx: u64, rc: bool) {
     }
 }
 
+/// The fields of one request packet that vary from packet to packet: what
+/// the fast path patches into a kept header, and what the debug check
+/// rebuilds it from.
+struct ReqPacket<'e> {
+    op: Opcode,
+    len: u32,
+    solicited: bool,
+    ack_req: bool,
+    psn: Psn,
+    ext: &'e ExtHeaders,
+}
+
 /// Largest header [`RequestHeader`] holds: Ethernet + 802.1Q, IPv4, UDP,
 /// BTH, RETH.
 const FAST_HDR_MAX: usize = 18 + 20 + 8 + bth::HEADER_LEN + 16;
@@ -349,19 +367,21 @@ fn keep_request_header(qp: &mut Qp, repr: &PacketRepr, len: u32, buf: &[u8], off
 /// identification (the device's next, as `Ctx::headers_cached` takes it) and
 /// header checksum (RFC 1624 eqn. 3), AckReq, the PSN and the RETH. Returns
 /// where the payload goes; `None` to take the full builder.
-#[allow(clippy::too_many_arguments)]
 fn fast_headers(
     qp: &mut Qp,
     ctx: &mut Ctx<'_>,
-    op: Opcode,
-    len: u32,
-    solicited: bool,
-    ack_req: bool,
-    psn: Psn,
-    ext: &ExtHeaders,
+    pkt: &ReqPacket<'_>,
     sport: u16,
     buf: &mut [u8],
 ) -> Option<usize> {
+    let &ReqPacket {
+        op,
+        len,
+        solicited,
+        ack_req,
+        psn,
+        ext,
+    } = pkt;
     let cache = qp.hdr_cache.as_ref()?;
     let h = cache.req.as_ref()?;
     if cache.sport != sport || h.opcode != op.0 || h.len != len || h.solicited != solicited {
@@ -410,19 +430,8 @@ fn fast_finalize(qp: &Qp, off: usize, len: usize, buf: &mut [u8]) -> Option<usiz
 /// (`PacketRepr::emit`, checked against the reference vectors) writes for
 /// the same packet.
 #[cfg(debug_assertions)]
-#[allow(clippy::too_many_arguments)]
-fn check_fast_frame(
-    qp: &Qp,
-    op: Opcode,
-    len: u32,
-    solicited: bool,
-    ack_req: bool,
-    psn: Psn,
-    ext: &ExtHeaders,
-    buf: &[u8],
-    off: usize,
-    frame_len: usize,
-) {
+fn check_fast_frame(qp: &Qp, pkt: &ReqPacket<'_>, buf: &[u8], off: usize, frame_len: usize) {
+    let len = pkt.len as usize;
     let Some(c) = qp.hdr_cache.as_ref() else {
         panic!("fast path without a header cache");
     };
@@ -431,20 +440,20 @@ fn check_fast_frame(
     if let NetRepr::Ipv4(r) = &mut net {
         r.ident = u16::from_be_bytes([buf[l3 + 4], buf[l3 + 5]]);
     }
-    let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
-    bth.ack_req = ack_req;
-    bth.solicited = solicited;
+    let mut bth = BthRepr::new(pkt.op, qp.attr.dest_qp_num, pkt.psn.value());
+    bth.ack_req = pkt.ack_req;
+    bth.solicited = pkt.solicited;
     let repr = PacketRepr {
         eth: c.eth,
         net,
         udp: c.udp,
         bth,
-        ext: *ext,
+        ext: *pkt.ext,
     };
-    let payload = &buf[off..off + len as usize];
+    let payload = &buf[off..off + len];
     // On the stack: steady traffic allocates nothing (tests/no_alloc.rs).
     let mut want = [0u8; 10 * 1024];
-    if repr.frame_len(len as usize) > want.len() {
+    if repr.frame_len(len) > want.len() {
         return;
     }
     let n = repr.emit(&mut want, payload).expect("full builder");
