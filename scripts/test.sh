@@ -9,6 +9,7 @@
 #   - fonts-dejavu-core: the TrueType font `roce sim --plot` draws text with
 #   - iproute2: network namespaces, bridges and TAP devices the tests create;
 #     iputils-ping: the kernel pings the stack over TAP (tests/tap_netns.rs)
+# `scripts/test.sh --deps-only` installs and verifies the packages, and stops.
 # Benches are compiled (cargo test --all-targets builds them) but not timed.
 # The public captures and reference vectors are read from ../shared beside the
 # repository (or $ROCE_SHARED_DIR).
@@ -17,20 +18,29 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
+# Debian packages the tests need, decided by package status (dpkg-query), never
+# by file globs: a glob once matched libclang-cpp14's library and hid a missing
+# libclang-dev (issue 11).
+packages=(tshark libdpdk-dev dpdk-dev libclang-dev pkg-config iproute2 iputils-ping fonts-dejavu-core)
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 missing=()
-command -v tshark >/dev/null 2>&1 || missing+=(tshark)
-[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
-command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
-command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-pkg-config --exists 'libdpdk >= 22.11' 2>/dev/null || missing+=(libdpdk-dev)
-command -v dpdk-testpmd >/dev/null 2>&1 || missing+=(dpdk-dev)
-ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || ls /usr/lib/*/libclang*.so* >/dev/null 2>&1 || missing+=(libclang-dev)
+for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # tshark asks whether non-root users may capture; answer it before install.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections 2>/dev/null || true
   as_root apt-get update -qq
   as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Verify after installing: a wrong detection must fail here, on every machine.
+for p in "${packages[@]}"; do
+  installed "$p" || { echo "scripts/test.sh: required package $p is not installed" >&2; exit 1; }
+done
+pkg-config --exists 'libdpdk >= 22.11' || { echo "scripts/test.sh: libdpdk-dev installed but pkg-config finds no libdpdk >= 22.11" >&2; exit 1; }
+if [ "${1:-}" = "--deps-only" ]; then
+  echo "dependencies installed: ${packages[*]}"
+  exit 0
 fi
 
 cargo test --workspace --all-targets --features dpdk
