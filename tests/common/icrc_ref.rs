@@ -138,4 +138,3 @@ pub fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
     }
     out
 }
-
