@@ -49,7 +49,8 @@
 //!   mode below `IP_PMTUDISC_DO`, so with Linux's default
 //!   (`IP_PMTUDISC_WANT`) the datagrams carry DF with a non-zero
 //!   identification from `__ip_select_ident()` that no receiver can
-//!   predict. The socket is never connected (a connected socket numbers
+//!   predict (seen on Linux 6.18: the default gives DF with 0x3e23,
+//!   0x3e24, ...; `IP_PMTUDISC_DO` gives 0). The socket is never connected (a connected socket numbers
 //!   its datagrams from a per-socket counter). Side effect: a datagram
 //!   larger than the path MTU is refused (`EMSGSIZE`, counted in
 //!   [`UdpStats::tx_errors`]) instead of fragmented, as a RoCE NIC would
@@ -95,9 +96,10 @@
 //! headers, so the bytes are exactly the stack's in both directions and the
 //! ICRC is checked over what was on the wire (no recovery). The kernel
 //! keeps a header-included packet's identification when it is non-zero or
-//! DF is set (it picks one only for identification 0 without DF; the
-//! device always sets DF), fills in the header checksum and total length,
-//! and never touches the UDP header. Each QP's UDP source port therefore
+//! DF is set (`raw_send_hdrinc()`, net/ipv4/raw.c, calls
+//! `ip_select_ident()` only for identification 0, which keeps 0 when DF is
+//! set; the device always sets DF), fills in the header checksum and total
+//! length, and never touches the UDP header. Each QP's UDP source port therefore
 //! reaches the wire (see below). A UDP socket stays bound to the address
 //! and port, with a socket filter that drops everything, so the port is
 //! reserved and the kernel does not answer the datagrams with ICMP port
