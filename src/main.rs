@@ -297,6 +297,17 @@ struct PerfArgs {
     /// on the client].
     #[arg(long, value_name = "PORT")]
     udp_port: Option<u16>,
+    /// udp, with --server/--client: raw mode (IPv4; needs CAP_NET_RAW):
+    /// send and receive the stack's own IPv4 + UDP headers (per-QP UDP
+    /// source ports, no identification recovery needed).
+    #[arg(long)]
+    udp_raw: bool,
+    /// udp, with --server/--client: do not recover the IPv4 identification
+    /// of received datagrams from their ICRC (recovery leaves about 15 bits
+    /// of integrity check; without it only peers sending identification 0 +
+    /// DF are received).
+    #[arg(long)]
+    no_ident_recovery: bool,
     /// tap: the interface name.
     #[arg(long, value_name = "NAME")]
     ifname: Option<String>,
@@ -340,6 +351,8 @@ impl PerfArgs {
             port: self.port,
             backend: roce::backend::BackendOptions {
                 local_ip: self.local_ip,
+                udp_raw: self.udp_raw,
+                udp_no_ident_recovery: self.no_ident_recovery,
                 ifname: self.ifname.clone(),
                 mac: self.mac,
                 eal_args: self.eal_args.clone(),

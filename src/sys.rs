@@ -7,7 +7,9 @@
 //! interface (`TUNSETIFF` with `IFF_TAP | IFF_NO_PI`) and switches its
 //! offloads off (`TUNSETOFFLOAD` 0); [`set_mtu`] and [`set_up`] are the
 //! `SIOCSIFMTU` / `SIOCSIFFLAGS` requests of netdevice(7); [`poll_readable`]
-//! is poll(2).
+//! is poll(2). [`set_pmtudisc_do`] is ip(7)'s `IP_MTU_DISCOVER` (ipv6(7)'s
+//! `IPV6_MTU_DISCOVER`) set to "do", which neither `socket2` nor `nix`
+//! wraps.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -156,6 +158,78 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
         return Err(e);
     }
     Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+}
+
+/// Set `IP_MTU_DISCOVER` to `IP_PMTUDISC_DO` (IPv4) or
+/// `IPV6_MTU_DISCOVER` to `IPV6_PMTUDISC_DO` (`v6`) on socket `fd`: set DF
+/// and never fragment locally (ip(7), ipv6(7)). Over IPv4 this is also
+/// what makes Linux send identification 0 from an unconnected socket
+/// (`ip_select_ident_segs`, see `backend::udp`).
+///
+/// # Errors
+/// setsockopt(2)'s: `ENOPROTOOPT` on a socket of the other family.
+pub fn set_pmtudisc_do(fd: BorrowedFd<'_>, v6: bool) -> io::Result<()> {
+    let (level, name, value) = if v6 {
+        (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_DO,
+        )
+    } else {
+        (
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DO,
+        )
+    };
+    // SAFETY: the option value is one `int`, passed by pointer with its
+    // size; `value` lives on the stack for the whole call, and the kernel
+    // only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The `IP_MTU_DISCOVER` (or, `v6`, `IPV6_MTU_DISCOVER`) mode of socket
+/// `fd` (`IP_PMTUDISC_*`).
+///
+/// # Errors
+/// getsockopt(2)'s.
+#[cfg(test)]
+pub fn pmtudisc(fd: BorrowedFd<'_>, v6: bool) -> io::Result<i32> {
+    let (level, name) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)
+    };
+    let mut value: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes (one `int`) to `value`
+    // and the new length to `len`, both valid and exclusively borrowed for
+    // the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

@@ -211,6 +211,11 @@ pub struct BackendOptions {
     pub local_ip: Option<IpAddr>,
     /// `udp`: the local UDP port (0 = any free port; RoCEv2's is 4791).
     pub udp_port: u16,
+    /// `udp`: raw mode (IPv4, `CAP_NET_RAW`; [`udp::UdpConfig::raw`]).
+    pub udp_raw: bool,
+    /// `udp`: do not recover the IPv4 identification of received datagrams
+    /// from their ICRC ([`udp::UdpConfig::ident_recovery`] `false`).
+    pub udp_no_ident_recovery: bool,
     /// `tap`: the interface name (e.g. `roce0`); `None` = the backend's default.
     pub ifname: Option<String>,
     /// Ethernet backends: the device's MAC; `None` = the interface's own

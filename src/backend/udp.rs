@@ -1,4 +1,7 @@
-//! `udp`: RoCEv2 over a kernel UDP socket, unprivileged.
+//! `udp`: RoCEv2 over the kernel's UDP/IP: a UDP socket (unprivileged,
+//! the default) or a raw IPv4 socket (`CAP_NET_RAW`, [`UdpConfig::raw`]).
+//!
+//! # Datagram mode (default)
 //!
 //! The kernel owns the Ethernet, IP and UDP headers; the datagram payload
 //! is the RoCEv2 part of a frame: BTH, extension headers, payload, pad and
@@ -10,7 +13,8 @@
 //!   datagram arrived with are known, then write in front of it the headers
 //!   the sender's frame had: Ethernet (destination our MAC, source
 //!   [`super::mac_for_ip`] of the sender), IPv4 (IHL 5, the received TOS and
-//!   TTL, identification 0, DF set, protocol UDP, lengths, header checksum)
+//!   TTL, the identification and DF bit found from the ICRC (below), no
+//!   other flag, fragment offset 0, protocol UDP, lengths, header checksum)
 //!   or IPv6 (the received traffic class and hop limit, flow label 0), and
 //!   UDP (source port = the sender's port, destination port 4791, checksum
 //!   0). The device then parses and checks this frame like any other.
@@ -19,36 +23,110 @@
 //!   after setting `IP_TOS` / `IPV6_TCLASS` and the TTL / hop limit from
 //!   its header when they differ from the previous frame's.
 //!
-//! # The ICRC
+//! ## The ICRC on the wire
 //!
 //! The ICRC covers the IP and UDP headers except the fields routers change
-//! (ROCEV2-DIGEST §4: IPv4 TOS, TTL and header checksum; IPv6 traffic class,
-//! flow label and hop limit; the UDP checksum). Not masked, so covered: the
-//! addresses, lengths, protocol, the IPv4 identification and flags, and both
-//! UDP ports. The device chooses a UDP source port per QP and an IPv4
-//! identification per packet; a socket has one port, and the kernel
-//! chooses the identification. So before sending, the backend rewrites the
-//! frame to what goes on the wire and recomputes the ICRC over it
-//! ([`roce_stack::icrc::compute`]):
+//! (IBTA Annex A17.4 / ROCEV2-DIGEST §4: IPv4 TOS, TTL and header checksum;
+//! IPv6 traffic class, flow label and hop limit; the UDP checksum). Not
+//! masked, so covered: the addresses, lengths, protocol, the IPv4
+//! identification and flags, and both UDP ports. The device chooses a UDP
+//! source port per QP and an IPv4 identification per packet; a socket has
+//! one port, and the kernel chooses the identification. So before sending,
+//! the backend rewrites the frame to what the kernel puts on the wire and
+//! recomputes the ICRC over it ([`roce_stack::icrc::compute`]):
 //!
-//! - UDP source port = the socket's port, destination port = 4791 (always,
-//!   whatever port the peer's socket really listens on: the receiver
-//!   rebuilds the header with 4791, so both sides agree);
-//! - IPv4 identification = 0 with DF set: what Linux puts in an unconnected
-//!   UDP socket's datagrams when DF is set (`ip_select_ident_segs`; DF is
-//!   the default, path MTU discovery "want"), so a real RoCE NIC receiving
-//!   our datagrams on port 4791 also finds the ICRC valid.
+//! - UDP source port = the socket's port; destination port = 4791. On
+//!   RoCEv2's port 4791 the ICRC therefore verifies on the wire as sent;
+//!   to a peer socket on another port (tests, several instances on one
+//!   address) the ICRC is still computed as though the port were 4791, and
+//!   the receiving backend rebuilds the header with 4791 (a RoCE NIC only
+//!   listens on 4791, so only our own backends receive those).
+//! - IPv4 identification 0 with DF. Linux sends exactly that only when
+//!   the socket says `IP_MTU_DISCOVER = IP_PMTUDISC_DO`, which the backend
+//!   sets: `ip_select_ident_segs()` (include/net/ip.h) writes
+//!   identification 0 for an unconnected socket's packet when DF is set
+//!   and `skb->ignore_df` is not, and `ip_sk_ignore_df()` is true for every
+//!   mode below `IP_PMTUDISC_DO`, so with Linux's default
+//!   (`IP_PMTUDISC_WANT`) the datagrams carry DF with a non-zero
+//!   identification from `__ip_select_ident()` that no receiver can
+//!   predict (seen on Linux 6.18: the default gives DF with 0x3e23,
+//!   0x3e24, ...; `IP_PMTUDISC_DO` gives 0). The socket is never connected (a connected socket numbers
+//!   its datagrams from a per-socket counter). Side effect: a datagram
+//!   larger than the path MTU is refused (`EMSGSIZE`, counted in
+//!   [`UdpStats::tx_errors`]) instead of fragmented, as a RoCE NIC would
+//!   (RoCE packets are never fragmented). IPv6 sockets get
+//!   `IPV6_PMTUDISC_DO` for the same reason (no local fragmentation).
+//!   `tests/udp_wire.rs` captures what two backends exchange on `lo` and
+//!   verifies every frame's ICRC with an independent CRC.
 //!
-//! The receiver rebuilds exactly these fields, so the ICRC it checks is the
-//! one the sender computed. TOS/TTL need not match (masked), which is why an
-//! ECN CE mark set on the way arrives with a valid ICRC.
+//! TOS/TTL need not match (masked), which is why an ECN CE mark set on the
+//! way arrives with a valid ICRC. IPv6 has no identification and every
+//! header field the kernel chooses (traffic class, flow label, hop limit)
+//! is masked, so IPv6 datagrams are exact in both directions.
+//!
+//! ## Receiving from peers that use other identifications
+//!
+//! A UDP socket never reports the IPv4 identification or flags, and real
+//! peers do not send 0: rxe and ConnectX send DF with a per-packet
+//! identification (every IPv4 frame of the public captures does). Since the
+//! ICRC is linear over GF(2) and the 17 unknown bits (identification and
+//! DF) map injectively into its 32 bits, the backend solves for them
+//! ([`roce_stack::icrc::recover_ipv4_ident`]), writes the solution into the
+//! rebuilt header and counts the frame in
+//! [`UdpStats::rx_icrc_ident_recovered`] (frames that verify with
+//! identification 0 + DF are not counted). When no solution exists the
+//! frame goes to the device as rebuilt (identification 0 + DF), which drops
+//! it as an ICRC error, and [`UdpStats::rx_icrc_ident_unsolved`] counts it.
+//!
+//! **The cost is integrity**: 17 of the ICRC's 32 bits are spent finding
+//! the unknowns, so about 15 bits are left to detect corruption (a random
+//! error passes with probability 2^-15, not 2^-32). Ethernet's FCS still
+//! protects every link, and the kernel checks a non-zero UDP checksum, but
+//! RoCE senders usually send 0. Turn it off with
+//! [`UdpConfig::ident_recovery`] = `false` (`roce perf --no-ident-recovery`):
+//! then only peers that send identification 0 + DF (this backend, any
+//! Linux socket with `IP_PMTUDISC_DO`) are received over IPv4; or use raw
+//! mode, which sees the real header.
+//!
+//! # Raw mode (`CAP_NET_RAW`, IPv4)
+//!
+//! [`UdpConfig::raw`]: frames go out through a raw IPv4 socket
+//! (`SOCK_RAW`, `IPPROTO_UDP`, `IP_HDRINCL`, raw(7)) with the device's own
+//! IPv4 and UDP headers, and come in through the same socket with the real
+//! headers, so the bytes are exactly the stack's in both directions and the
+//! ICRC is checked over what was on the wire (no recovery). The kernel
+//! keeps a header-included packet's identification when it is non-zero or
+//! DF is set (`raw_send_hdrinc()`, net/ipv4/raw.c, calls
+//! `ip_select_ident()` only for identification 0, which keeps 0 when DF is
+//! set; the device always sets DF), fills in the header checksum and total
+//! length, and never touches the UDP header. Each QP's UDP source port therefore
+//! reaches the wire (see below). A UDP socket stays bound to the address
+//! and port, with a socket filter that drops everything, so the port is
+//! reserved and the kernel does not answer the datagrams with ICMP port
+//! unreachable; a socket filter on the raw socket keeps only datagrams to
+//! that address and port (checked again here). To a peer on a port other
+//! than 4791 (a [`Routes`] entry) the destination port on the wire is the
+//! peer's while the ICRC stays the one the device computed with 4791, and
+//! a raw backend on another port puts 4791 back before the device sees the
+//! frame: the convention of datagram mode, so both modes interoperate.
+//! IPv6 is refused in raw mode (IPv6 datagrams are already exact).
+//!
+//! # The UDP source port (ECMP entropy)
+//!
+//! RoCEv2 uses the UDP source port as flow entropy: switches hash the
+//! 5-tuple to choose among equal-cost paths, and a QP keeps one port so
+//! its packets stay in order (ROCEV2-DIGEST §1; rxe derives it from the
+//! QPNs, [`roce_stack::transport::av::udp_sport`] does the same). In
+//! datagram mode every frame leaves from the socket's one port: **a fabric
+//! sees all QPs of one backend as one flow per peer** and puts them on one
+//! path. Raw mode sends each QP's own source port, as rxe and ConnectX do.
 //!
 //! Frames that are not IPv4/IPv6 + UDP (ARP, PFC, CNPs over other media)
 //! are counted in [`UdpStats::tx_not_udp`] and dropped.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -56,7 +134,7 @@ use nix::sys::socket::{self as nsock, sockopt, ControlMessageOwned, MsgFlags, So
 use roce_stack::backend::FrameIo;
 use roce_stack::icrc::{self, IcrcForm};
 use roce_stack::wire::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_VLAN, ICRC_LEN, ROCEV2_UDP_PORT};
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, Protocol, SockAddr, SockFilter, Socket, Type};
 
 use super::{mac_for_ip, BackendError, BackendOptions, Opened};
 
@@ -64,6 +142,8 @@ const ETH_LEN: usize = 14;
 const IPV4_LEN: usize = 20;
 const IPV6_LEN: usize = 40;
 const UDP_LEN: usize = 8;
+/// BTH (12 bytes) + ICRC: the shortest RoCEv2 UDP payload.
+const MIN_ROCE: usize = 12 + ICRC_LEN;
 /// Largest UDP payload, bytes (65535 − 8 over IPv6 jumbo-less; more than
 /// any RoCE packet).
 const MAX_PAYLOAD: usize = 65535 - UDP_LEN;
@@ -115,16 +195,29 @@ pub struct UdpConfig {
     pub peer_port: u16,
     /// Routes to peers on other ports.
     pub routes: Routes,
+    /// Raw mode (IPv4 only, needs `CAP_NET_RAW`): send and receive whole
+    /// IPv4 + UDP packets through a raw socket, so the headers on the wire
+    /// are the device's own (see the module docs). Default `false`.
+    pub raw: bool,
+    /// Datagram mode over IPv4: find the identification and DF bit a
+    /// received packet was sent with from its ICRC
+    /// ([`roce_stack::icrc::recover_ipv4_ident`]; leaves about 15 bits of
+    /// integrity check). `false`: rebuild identification 0 with DF, so only
+    /// peers that send those verify. Default `true`.
+    pub ident_recovery: bool,
 }
 
 impl UdpConfig {
-    /// Bind `bind`, MAC derived from its IP, peers on port 4791.
+    /// Bind `bind`, MAC derived from its IP, peers on port 4791, datagram
+    /// mode with identification recovery.
     pub fn new(bind: SocketAddr) -> UdpConfig {
         UdpConfig {
             bind,
             mac: mac_for_ip(bind.ip()),
             peer_port: ROCEV2_UDP_PORT,
             routes: Routes::default(),
+            raw: false,
+            ident_recovery: true,
         }
     }
 }
@@ -134,9 +227,19 @@ impl UdpConfig {
 pub struct UdpStats {
     /// Datagrams received and delivered as frames.
     pub rx_datagrams: u64,
-    /// Datagrams dropped: larger than the buffer, or from the other IP
-    /// family.
+    /// Datagrams dropped: larger than the buffer, from the other IP family,
+    /// or (raw mode) not an option-less, unfragmented IPv4 + UDP packet to
+    /// the bound address and port (the socket filter normally keeps those
+    /// out).
     pub rx_dropped: u64,
+    /// IPv4 datagrams whose ICRC verified only with an identification/DF
+    /// other than 0 + DF, found from the ICRC (datagram mode).
+    pub rx_icrc_ident_recovered: u64,
+    /// IPv4 datagrams for which no identification/DF makes the ICRC verify
+    /// (datagram mode, recovery on): corrupted, or from a sender whose
+    /// header differs in another covered field. Delivered with
+    /// identification 0 + DF; the device drops them as ICRC errors.
+    pub rx_icrc_ident_unsolved: u64,
     /// Datagrams sent.
     pub tx_datagrams: u64,
     /// Frames dropped because they are not IPv4/IPv6 + UDP, or malformed.
@@ -147,11 +250,16 @@ pub struct UdpStats {
 
 /// The UDP socket backend.
 pub struct UdpIo {
+    /// Datagram mode: the socket frames go through. Raw mode: the socket
+    /// that reserves the port (its filter drops everything).
     sock: Socket,
+    /// Raw mode: the raw IPv4 socket.
+    raw: Option<Socket>,
     local: SocketAddr,
     v6: bool,
     mac: [u8; 6],
     peer_port: u16,
+    ident_recovery: bool,
     routes: Routes,
     route_gen: u64,
     route_cache: Vec<(IpAddr, SocketAddr)>,
@@ -168,6 +276,7 @@ impl std::fmt::Debug for UdpIo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UdpIo")
             .field("local", &self.local)
+            .field("raw", &self.raw.is_some())
             .field("peer_port", &self.peer_port)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
@@ -178,12 +287,46 @@ fn header_len(v6: bool) -> usize {
     ETH_LEN + if v6 { IPV6_LEN } else { IPV4_LEN } + UDP_LEN
 }
 
+/// Classic BPF (`<linux/filter.h>`) opcodes of the socket filters.
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_LDX_B_MSH: u16 = 0xb1;
+const BPF_LD_H_IND: u16 = 0x48;
+const BPF_JEQ_K: u16 = 0x15;
+const BPF_RET_K: u16 = 0x06;
+
+/// One classic-BPF instruction: `(code, jt, jf, k)` (`struct sock_filter`).
+type Bpf = (u16, u8, u8, u32);
+
+/// The raw socket's filter (it sees each packet from its IPv4 header):
+/// keep UDP packets to `ip:port`, drop the rest.
+fn raw_filter(ip: Ipv4Addr, port: u16) -> [Bpf; 7] {
+    [
+        (BPF_LD_W_ABS, 0, 0, 16), // A = destination address
+        (BPF_JEQ_K, 0, 4, u32::from(ip)),
+        (BPF_LDX_B_MSH, 0, 0, 0), // X = 4 * IHL
+        (BPF_LD_H_IND, 0, 0, 2),  // A = UDP destination port
+        (BPF_JEQ_K, 0, 1, u32::from(port)),
+        (BPF_RET_K, 0, 0, 0x0004_0000), // keep the whole packet
+        (BPF_RET_K, 0, 0, 0),           // drop
+    ]
+}
+
+/// Attach `prog` to `sock` (`SO_ATTACH_FILTER`).
+fn attach(sock: &Socket, prog: &[Bpf]) -> io::Result<()> {
+    let f: Vec<SockFilter> = prog
+        .iter()
+        .map(|&(code, jt, jf, k)| SockFilter::new(code, jt, jf, k))
+        .collect();
+    sock.attach_filter(&f)
+}
+
 impl UdpIo {
-    /// Create, configure and bind the socket (non-blocking).
+    /// Create, configure and bind the socket(s) (non-blocking).
     ///
     /// # Errors
-    /// An unspecified bind address, or the socket calls' errors (e.g.
-    /// `EADDRINUSE`).
+    /// An unspecified bind address, raw mode over IPv6, or the socket
+    /// calls' errors (e.g. `EADDRINUSE`; raw mode without `CAP_NET_RAW`:
+    /// `EPERM`).
     pub fn bind(cfg: UdpConfig) -> io::Result<UdpIo> {
         if cfg.bind.ip().is_unspecified() {
             return Err(io::Error::new(
@@ -192,6 +335,12 @@ impl UdpIo {
             ));
         }
         let v6 = cfg.bind.is_ipv6();
+        if v6 && cfg.raw {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "raw mode is IPv4 only (IPv6 datagrams are exact without it)",
+            ));
+        }
         let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
         let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
         if v6 {
@@ -202,25 +351,44 @@ impl UdpIo {
             sock.set_recv_tos_v4(true)?;
             nsock::setsockopt(&sock, sockopt::Ipv4RecvTtl, &true).map_err(io::Error::from)?;
         }
-        sock.set_recv_buffer_size(SOCKET_BUFFER)?;
-        sock.set_send_buffer_size(SOCKET_BUFFER)?;
-        // Above net.core.{r,w}mem_max only a privileged process gets the
-        // size asked for; try, and live with the capped size otherwise.
-        let _ = nsock::setsockopt(&sock, sockopt::RcvBufForce, &SOCKET_BUFFER);
-        let _ = nsock::setsockopt(&sock, sockopt::SndBufForce, &SOCKET_BUFFER);
-        sock.set_nonblocking(true)?;
+        // Identification 0 with DF, and no local fragmentation (module docs).
+        crate::sys::set_pmtudisc_do(sock.as_fd(), v6)?;
+        let raw = if cfg.raw {
+            // Reserve the port; deliver nothing to this socket.
+            attach(&sock, &[(BPF_RET_K, 0, 0, 0)])?;
+            let r = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::UDP))?;
+            r.set_header_included_v4(true)?;
+            Some(r)
+        } else {
+            None
+        };
+        for s in std::iter::once(&sock).chain(raw.as_ref()) {
+            s.set_recv_buffer_size(SOCKET_BUFFER)?;
+            s.set_send_buffer_size(SOCKET_BUFFER)?;
+            // Above net.core.{r,w}mem_max only a privileged process gets
+            // the size asked for; try, and live with the capped size
+            // otherwise.
+            let _ = nsock::setsockopt(s, sockopt::RcvBufForce, &SOCKET_BUFFER);
+            let _ = nsock::setsockopt(s, sockopt::SndBufForce, &SOCKET_BUFFER);
+            s.set_nonblocking(true)?;
+        }
         sock.bind(&SockAddr::from(cfg.bind))?;
         let local = sock
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("the socket has no IP address"))?;
+        if let (Some(r), IpAddr::V4(ip)) = (&raw, local.ip()) {
+            attach(r, &raw_filter(ip, local.port()))?;
+        }
         let hl = header_len(v6);
         Ok(UdpIo {
             sock,
+            raw,
             local,
             v6,
             mac: cfg.mac,
             peer_port: cfg.peer_port,
+            ident_recovery: cfg.ident_recovery,
             route_gen: u64::MAX,
             routes: cfg.routes,
             route_cache: Vec::new(),
@@ -236,6 +404,11 @@ impl UdpIo {
     /// The bound address (with the port chosen when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Whether this is raw mode.
+    pub fn is_raw(&self) -> bool {
+        self.raw.is_some()
     }
 
     /// The route table handle.
@@ -261,10 +434,13 @@ impl UdpIo {
             .map_or(SocketAddr::new(ip, self.peer_port), |(_, a)| *a)
     }
 
-    /// Receive one datagram and synthesise its frame in `rx_buf`; the frame
+    /// Receive one datagram and put its frame in `rx_buf`; the frame
     /// length, `Ok(None)` when none is waiting, `Ok(Some(0))` for a dropped
     /// datagram.
     fn recv_one(&mut self) -> io::Result<Option<usize>> {
+        if self.raw.is_some() {
+            return self.recv_raw();
+        }
         let hl = header_len(self.v6);
         let fd = self.sock.as_raw_fd();
         let (n, from, tos, ttl, trunc) = {
@@ -318,28 +494,56 @@ impl UdpIo {
             self.stats.rx_dropped += 1;
             return Ok(Some(0));
         }
-        let len = synthesize(
-            &mut self.rx_buf[..hl + n],
-            from,
-            self.local.ip(),
-            self.mac,
-            tos,
-            ttl,
-        );
-        match len {
-            Some(l) => {
-                self.stats.rx_datagrams += 1;
-                Ok(Some(l))
-            }
-            None => {
-                self.stats.rx_dropped += 1;
-                Ok(Some(0))
+        let frame = &mut self.rx_buf[..hl + n];
+        let Some(len) = synthesize(frame, from, self.local.ip(), self.mac, tos, ttl) else {
+            self.stats.rx_dropped += 1;
+            return Ok(Some(0));
+        };
+        if !self.v6 && self.ident_recovery && n >= MIN_ROCE {
+            match recover_ident(frame) {
+                Some(true) => self.stats.rx_icrc_ident_recovered += 1,
+                Some(false) => {}
+                None => self.stats.rx_icrc_ident_unsolved += 1,
             }
         }
+        self.stats.rx_datagrams += 1;
+        Ok(Some(len))
+    }
+
+    /// Raw mode: receive one IPv4 packet after room for the Ethernet
+    /// header and write that header.
+    fn recv_raw(&mut self) -> io::Result<Option<usize>> {
+        let Some(raw) = &self.raw else {
+            return Ok(None);
+        };
+        let r = nsock::recv(
+            raw.as_raw_fd(),
+            &mut self.rx_buf[ETH_LEN..],
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_TRUNC,
+        );
+        let n = match r {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EAGAIN) => return Ok(None),
+            Err(nix::errno::Errno::EINTR) => return Ok(Some(0)),
+            Err(e) => return Err(e.into()),
+        };
+        let IpAddr::V4(local) = self.local.ip() else {
+            return Ok(Some(0));
+        };
+        let port = self.local.port();
+        let Some(len) = frame_raw(&mut self.rx_buf, n, local, port, self.mac) else {
+            self.stats.rx_dropped += 1;
+            return Ok(Some(0));
+        };
+        self.stats.rx_datagrams += 1;
+        Ok(Some(len))
     }
 
     /// Send the frame at the start of `tx_buf`.
     fn send_frame(&mut self, len: usize) -> io::Result<()> {
+        if self.raw.is_some() {
+            return self.send_raw(len);
+        }
         let port = self.local.port();
         let Some(w) = rewrite_for_wire(&mut self.tx_buf[..len], port) else {
             self.stats.tx_not_udp += 1;
@@ -369,7 +573,32 @@ impl UdpIo {
         }
         let to = self.dest(w.dst);
         let payload = &self.tx_buf[w.payload.0..w.payload.1];
-        match self.sock.send_to(payload, &SockAddr::from(to)) {
+        let r = self.sock.send_to(payload, &SockAddr::from(to));
+        self.sent(r)
+    }
+
+    /// Raw mode: send the frame's IPv4 packet as it is, but for the
+    /// destination port of a peer on another port than 4791.
+    fn send_raw(&mut self, len: usize) -> io::Result<()> {
+        let Some((l3, end, dst)) = locate_ipv4(&self.tx_buf[..len]) else {
+            self.stats.tx_not_udp += 1;
+            return Ok(());
+        };
+        let to = self.dest(IpAddr::V4(dst));
+        self.tx_buf[l3 + IPV4_LEN + 2..l3 + IPV4_LEN + 4].copy_from_slice(&to.port().to_be_bytes());
+        let Some(raw) = &self.raw else {
+            return Ok(());
+        };
+        let r = raw.send_to(
+            &self.tx_buf[l3..end],
+            &SockAddr::from(SocketAddr::new(IpAddr::V4(dst), 0)),
+        );
+        self.sent(r)
+    }
+
+    /// Count a `sendto`'s outcome.
+    fn sent(&mut self, r: io::Result<usize>) -> io::Result<()> {
+        match r {
             Ok(_) => {
                 self.stats.tx_datagrams += 1;
                 Ok(())
@@ -399,8 +628,9 @@ impl UdpIo {
 type libc_int = nix::libc::c_int;
 
 /// Write the Ethernet, IP and UDP headers in front of the UDP payload that
-/// sits at `buf[header_len..]` (`buf` ends with the payload). Returns the
-/// frame length, or `None` when the address families differ.
+/// sits at `buf[header_len..]` (`buf` ends with the payload). IPv4 gets
+/// identification 0 with DF ([`recover_ident`] may change them). Returns
+/// the frame length, or `None` when the address families differ.
 fn synthesize(
     buf: &mut [u8],
     from: SocketAddr,
@@ -448,6 +678,81 @@ fn synthesize(
         _ => return None,
     }
     Some(len)
+}
+
+/// In a frame [`synthesize`]d over IPv4 (identification 0 + DF), put the
+/// identification and DF bit with which its ICRC verifies
+/// ([`icrc::recover_ipv4_ident`]) and fix the header checksum. `Some(true)`:
+/// they differ from the frame's and were written; `Some(false)`: the
+/// frame's verify; `None`: nothing does (the frame is left as it was).
+fn recover_ident(frame: &mut [u8]) -> Option<bool> {
+    let ip = frame.get_mut(ETH_LEN..)?;
+    let icrc_at = ip.len().checked_sub(ICRC_LEN)?;
+    let wire: [u8; 4] = ip.get(icrc_at..)?.try_into().ok()?;
+    let (ident, df) = icrc::recover_ipv4_ident(ip.get(..icrc_at)?, wire).ok()??;
+    if ip[4..7] == [(ident >> 8) as u8, ident as u8, if df { 0x40 } else { 0 }] {
+        return Some(false);
+    }
+    ip[4..6].copy_from_slice(&ident.to_be_bytes());
+    ip[6] = if df { 0x40 } else { 0 };
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let ck = ipv4_checksum(&ip[..IPV4_LEN]);
+    ip[10..12].copy_from_slice(&ck.to_be_bytes());
+    Some(true)
+}
+
+/// Raw mode: the IPv4 packet of `n` bytes at `buf[ETH_LEN..]` (as a raw
+/// socket returns it: real header) becomes an Ethernet frame: destination
+/// `mac`, source [`mac_for_ip`] of the sender. Returns the frame length, or
+/// `None` unless it is an option-less, unfragmented IPv4 + UDP packet of
+/// consistent length to `local:port` (`n` may exceed the buffer: a
+/// truncated packet). A packet to a port other than 4791 gets 4791, as a
+/// datagram-mode backend rebuilds it (module docs).
+fn frame_raw(buf: &mut [u8], n: usize, local: Ipv4Addr, port: u16, mac: [u8; 6]) -> Option<usize> {
+    let frame = buf.get_mut(..ETH_LEN + n)?;
+    let (eth, ip) = frame.split_at_mut(ETH_LEN);
+    if n < IPV4_LEN + UDP_LEN
+        || ip[0] != 0x45
+        || ip[9] != 17
+        || usize::from(u16::from_be_bytes([ip[2], ip[3]])) != n
+        || u16::from_be_bytes([ip[6], ip[7]]) & 0x3FFF != 0
+        || ip[16..20] != local.octets()
+        || u16::from_be_bytes([ip[22], ip[23]]) != port
+        || usize::from(u16::from_be_bytes([ip[24], ip[25]])) != n - IPV4_LEN
+    {
+        return None;
+    }
+    ip[22..24].copy_from_slice(&ROCEV2_UDP_PORT.to_be_bytes());
+    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    eth[..6].copy_from_slice(&mac);
+    eth[6..12].copy_from_slice(&mac_for_ip(IpAddr::V4(src)));
+    eth[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    Some(ETH_LEN + n)
+}
+
+/// Raw mode: where a frame's IPv4 packet is (start, end of the UDP
+/// datagram) and its destination, if it is option-less IPv4 + UDP with
+/// consistent lengths.
+fn locate_ipv4(frame: &[u8]) -> Option<(usize, usize, Ipv4Addr)> {
+    let mut l3 = ETH_LEN;
+    let mut et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    if et == ETHERTYPE_VLAN {
+        et = u16::from_be_bytes([*frame.get(16)?, *frame.get(17)?]);
+        l3 = 18;
+    }
+    if et != ETHERTYPE_IPV4 {
+        return None;
+    }
+    let h = frame.get(l3..l3 + IPV4_LEN + UDP_LEN)?;
+    if h[0] != 0x45 || h[9] != 17 {
+        return None;
+    }
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let udp_len = usize::from(u16::from_be_bytes([h[24], h[25]]));
+    if total != IPV4_LEN + udp_len || udp_len < UDP_LEN + MIN_ROCE || l3 + total > frame.len() {
+        return None;
+    }
+    Some((l3, l3 + total, Ipv4Addr::new(h[16], h[17], h[18], h[19])))
 }
 
 fn write_udp(udp: &mut [u8], sport: u16, len: u16) {
@@ -523,7 +828,7 @@ fn rewrite_for_wire(frame: &mut [u8], sport: u16) -> Option<WireInfo> {
     };
     let udp = ip.get(ihl..ihl + UDP_LEN)?;
     let udp_len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
-    if udp_len < UDP_LEN + 12 + ICRC_LEN || ihl + udp_len > ip.len() {
+    if udp_len < UDP_LEN + MIN_ROCE || ihl + udp_len > ip.len() {
         return None;
     }
     if !v6 {
@@ -588,7 +893,8 @@ impl FrameIo for UdpIo {
 }
 
 /// Open the `udp` backend for a process-to-process run: bind
-/// `o.local_ip:o.udp_port`.
+/// `o.local_ip:o.udp_port`, raw mode if `o.udp_raw`, identification
+/// recovery unless `o.udp_no_ident_recovery`.
 ///
 /// # Errors
 /// No local IP given, or the socket's errors.
@@ -600,9 +906,13 @@ pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
     if let Some(m) = o.mac {
         cfg.mac = m;
     }
+    cfg.raw = o.udp_raw;
+    cfg.ident_recovery = !o.udp_no_ident_recovery;
     let io = UdpIo::bind(cfg.clone()).map_err(|e| {
         let hint = if e.kind() == io::ErrorKind::AddrInUse {
             " (is another `roce` or the kernel's rdma_rxe on it? choose another with --udp-port)"
+        } else if cfg.raw && e.kind() == io::ErrorKind::PermissionDenied {
+            " (raw mode needs CAP_NET_RAW: run as root, or drop --udp-raw)"
         } else {
             ""
         };
@@ -635,6 +945,147 @@ mod tests {
         assert_eq!(ck, 0xb861);
         h[10..12].copy_from_slice(&ck.to_be_bytes());
         assert_eq!(ipv4_checksum(&h), 0);
+    }
+
+    /// The sockets ask for path MTU discovery "do" (ip(7)): what makes
+    /// Linux send identification 0 with DF (checked on the wire by
+    /// tests/udp_wire.rs).
+    #[test]
+    fn sockets_set_pmtudisc_do() {
+        for (bind, v6) in [("127.0.0.1:0", false), ("[::1]:0", true)] {
+            let Ok(io) = UdpIo::bind(UdpConfig::new(bind.parse().unwrap())) else {
+                eprintln!("cannot bind {bind}: skipped");
+                continue;
+            };
+            let want = if v6 {
+                nix::libc::IPV6_PMTUDISC_DO
+            } else {
+                nix::libc::IP_PMTUDISC_DO
+            };
+            assert_eq!(crate::sys::pmtudisc(io.sock.as_fd(), v6).unwrap(), want);
+        }
+        let e = UdpIo::bind(UdpConfig {
+            raw: true,
+            ..UdpConfig::new("[::1]:0".parse().unwrap())
+        })
+        .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// A rebuilt IPv4 frame gets the identification and DF its ICRC was
+    /// computed with (here by the `crc` crate, an independent CRC-32), and
+    /// a valid header checksum.
+    #[test]
+    fn recover_ident_rewrites_identification_df_and_checksum() {
+        let payload = [
+            0x04u8, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 1, 0, b'h', b'i', 0, 0,
+        ];
+        let mut frame = vec![0u8; header_len(false) + payload.len() + ICRC_LEN];
+        frame[header_len(false)..header_len(false) + payload.len()].copy_from_slice(&payload);
+        let from: SocketAddr = "10.0.0.1:49152".parse().unwrap();
+        let n = synthesize(&mut frame, from, "10.0.0.2".parse().unwrap(), [2; 6], 0, 64).unwrap();
+        // The sender's header: identification 0x1234, DF.
+        let mut pseudo = vec![0xFFu8; 8];
+        pseudo.extend_from_slice(&frame[ETH_LEN..n - ICRC_LEN]);
+        pseudo[8 + 4..8 + 6].copy_from_slice(&[0x12, 0x34]);
+        for i in [1, 8, 10, 11, 26, 27, 28 + 4] {
+            pseudo[8 + i] = 0xFF;
+        }
+        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC).checksum(&pseudo);
+        frame[n - ICRC_LEN..n].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(recover_ident(&mut frame[..n]), Some(true));
+        assert_eq!(&frame[ETH_LEN + 4..ETH_LEN + 8], &[0x12, 0x34, 0x40, 0]);
+        assert_eq!(ipv4_checksum(&frame[ETH_LEN..ETH_LEN + IPV4_LEN]), 0);
+        let p = RocePacket::parse(&frame[..n]).expect("the ICRC verifies");
+        assert_eq!(p.icrc_status(), IcrcStatus::Ok);
+        // Once right, nothing to recover; a corrupted ICRC byte has no
+        // solution here.
+        assert_eq!(recover_ident(&mut frame[..n]), Some(false));
+        frame[n - 1] ^= 0x80;
+        assert_eq!(recover_ident(&mut frame[..n]), None);
+    }
+
+    /// Raw mode keeps only option-less unfragmented IPv4 + UDP to its
+    /// address and port, and puts 4791 in a frame sent to another port.
+    #[test]
+    fn raw_frames_are_checked_and_get_port_4791() {
+        let mut buf = vec![0u8; 200];
+        let n = 20 + 8 + 16;
+        let ip = &mut buf[ETH_LEN..];
+        ip[..20].copy_from_slice(&[
+            0x45, 0, 0, n as u8, 0xab, 0xcd, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
+        ip[20..28].copy_from_slice(&[0xc0, 0x00, 0x30, 0x39, 0, 24, 0, 0]);
+        let local = Ipv4Addr::new(10, 0, 0, 2);
+        let mut b = buf.clone();
+        assert_eq!(
+            frame_raw(&mut b, n, local, 12345, [2; 6]),
+            Some(ETH_LEN + n)
+        );
+        assert_eq!(&b[ETH_LEN + 20..ETH_LEN + 24], &[0xc0, 0, 0x12, 0xb7]);
+        assert_eq!(&b[6..14], &[2, 0, 10, 0, 0, 1, 0x08, 0x00]);
+        assert_eq!(&b[ETH_LEN + 4..ETH_LEN + 6], &[0xab, 0xcd], "kept");
+        for (at, v) in [
+            (0, 0x46u8),
+            (9, 6),
+            (7, 1),
+            (6, 0x60),
+            (19, 3),
+            (23, 0x3a),
+            (25, 25),
+        ] {
+            let mut b = buf.clone();
+            b[ETH_LEN + at] = v;
+            assert_eq!(
+                frame_raw(&mut b, n, local, 12345, [2; 6]),
+                None,
+                "byte {at}"
+            );
+        }
+        let mut b = buf.clone();
+        assert_eq!(
+            frame_raw(&mut b, 300, local, 12345, [2; 6]),
+            None,
+            "truncated"
+        );
+        assert_eq!(frame_raw(&mut b, n - 1, local, 12345, [2; 6]), None);
+    }
+
+    /// The raw socket's filter, run by a classic-BPF interpreter written
+    /// from the opcode definitions of `<linux/filter.h>`.
+    #[test]
+    fn raw_filter_keeps_only_our_address_and_port() {
+        fn run(prog: &[Bpf], pkt: &[u8]) -> u32 {
+            let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+            loop {
+                let (code, jt, jf, k) = prog[pc];
+                let (jt, jf) = (usize::from(jt), usize::from(jf));
+                let at = |o: usize, w: usize| -> u32 {
+                    pkt.get(o..o + w)
+                        .map_or(0, |b| b.iter().fold(0, |v, &x| v << 8 | u32::from(x)))
+                };
+                pc += 1;
+                match code {
+                    0x20 => a = at(k as usize, 4),
+                    0xb1 => x = 4 * (at(k as usize, 1) & 0xf),
+                    0x48 => a = at((x + k) as usize, 2),
+                    0x15 => pc += if a == k { jt } else { jf },
+                    0x06 => return k,
+                    c => panic!("opcode {c:#x}"),
+                }
+            }
+        }
+        let f = raw_filter(Ipv4Addr::new(10, 0, 0, 2), 4791);
+        let mut pkt = [0u8; 28];
+        pkt[0] = 0x45;
+        pkt[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        pkt[22..24].copy_from_slice(&4791u16.to_be_bytes());
+        assert_ne!(run(&f, &pkt), 0);
+        pkt[23] ^= 1;
+        assert_eq!(run(&f, &pkt), 0);
+        pkt[23] ^= 1;
+        pkt[19] = 3;
+        assert_eq!(run(&f, &pkt), 0);
     }
 
     #[test]

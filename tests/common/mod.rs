@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod icrc_ref;
+
 use std::path::PathBuf;
 
 /// `../shared` beside the repository (CI lays a copy there), or `$ROCE_SHARED_DIR`.
