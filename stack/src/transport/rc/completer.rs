@@ -76,6 +76,9 @@ fn ack_up_to(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn) -> AckResult {
         }
         let last = w.last_psn();
         if p.at_or_after(last) && w.sent {
+            if w.opcode.is_send() {
+                ctx.counters.rdma_sends += 1;
+            }
             if w.signaled() {
                 let wc = send_wc(qp.qpn, w, WcStatus::Success);
                 ctx.complete(qp.send_cq, wc);
@@ -150,6 +153,34 @@ fn retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
     true
 }
 
+/// Check the AETH MSN of a response for PSN `p` (in the window) against the
+/// previous one and the messages sent; count, never drop: the MSN is
+/// advisory for a requester that completes by PSN (rxe's completer does not
+/// read it either).
+///
+/// - `resp_msn_backwards`: `msn` is before the MSN of a response for the
+///   same or an earlier PSN. A responder's MSN only grows and responses for
+///   later PSNs are sent later, so a correct responder never does this; a
+///   response for an earlier PSN than the last one (the answer to a retry)
+///   is not compared.
+/// - `resp_msn_skipped`: `msn` counts more messages than were started
+///   (`req.ssn`): the responder's MSN starts at 0 when its QP is created or
+///   reset (rxe `rxe_qp_init_resp`; MindShare, *InfiniBand Network
+///   Architecture*, ch. 17 "Initial State of MSN and SSN") and grows by one
+///   per completed message, so it can never pass the SSN of the last message
+///   sent.
+fn check_msn(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn, msn: u32) {
+    let m = Psn::new(msn);
+    let later = qp.comp.msn_psn.map_or(true, |lp| p.at_or_after(lp));
+    if later && m.before(Psn::new(qp.comp.msn)) {
+        ctx.counters.resp_msn_backwards += 1;
+    } else if m.diff(Psn::new(qp.req.ssn)) > 0 {
+        ctx.counters.resp_msn_skipped += 1;
+    }
+    qp.comp.msn = m.value();
+    qp.comp.msn_psn = Some(p);
+}
+
 /// Handle a response packet (ACK/NAK, READ response, ATOMIC ACKNOWLEDGE).
 /// Returns whether the QP has something new to send.
 pub(crate) fn handle_response(
@@ -173,6 +204,9 @@ pub(crate) fn handle_response(
     if p.before(qp.comp.psn) {
         ctx.counters.resp_duplicate += 1;
         return false;
+    }
+    if let Some(aeth) = pkt.ext().aeth() {
+        check_msn(qp, ctx, p, aeth.msn);
     }
     let info = pkt.bth().opcode.info();
     match info.kind {

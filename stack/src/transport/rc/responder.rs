@@ -103,6 +103,10 @@ pub(crate) enum MsgKind {
 #[derive(Debug)]
 pub(crate) struct RespState {
     pub epsn: Psn,
+    /// One past the last SEND/WRITE packet or ATOMIC executed (rxe
+    /// `resp.ack_psn`): a duplicate SEND/WRITE is acknowledged with
+    /// `ack_psn - 1`, which never covers a READ executed after it.
+    pub ack_psn: Psn,
     pub msn: u32,
     pub nak_sent: bool,
     pub in_msg: Option<MsgKind>,
@@ -125,6 +129,7 @@ impl RespState {
         let n = max_dest_rd_atomic.max(1).next_power_of_two();
         RespState {
             epsn: Psn::default(),
+            ack_psn: Psn::default(),
             msn: 0,
             nak_sent: false,
             in_msg: None,
@@ -186,8 +191,17 @@ fn nak(code: NakCode) -> u8 {
 }
 
 /// A class A/C error: NAK with the failing PSN (RC only), error completion of
-/// the receive WQE in use, QP to ERR.
-fn fatal(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode, status: WcStatus) -> bool {
+/// the receive WQE in use (`wqe_in_use`: the packet is a SEND or a WRITE with
+/// immediate that passed the resource check, or a SEND message is in
+/// progress; rxe completes `resp.wqe` with the error status), QP to ERR.
+fn fatal(
+    qp: &mut Qp,
+    ctx: &mut Ctx<'_>,
+    psn: Psn,
+    code: NakCode,
+    status: WcStatus,
+    wqe_in_use: bool,
+) -> bool {
     match code {
         NakCode::RemoteAccessErr => ctx.counters.resp_remote_access_error += 1,
         NakCode::RemoteOpErr => ctx.counters.resp_remote_operational_error += 1,
@@ -198,9 +212,7 @@ fn fatal(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode, status: WcStat
         return false;
     }
     qp.resp.queue_ack(psn, nak(code));
-    if qp.resp.in_msg == Some(MsgKind::Send)
-        || matches!(status, WcStatus::LocLenErr | WcStatus::LocQpOpErr)
-    {
+    if qp.resp.in_msg == Some(MsgKind::Send) || wqe_in_use {
         if let Some(r) = qp.rq.get(qp.rq.head()) {
             let wc = recv_wc(qp.qpn, r.wr_id, status);
             ctx.complete(qp.recv_cq, wc);
@@ -250,8 +262,11 @@ pub(crate) fn handle_request(
     let psn = Psn::new(pkt.bth().psn);
     let info = pkt.bth().opcode.info();
     let reliable = qp.qp_type == QpType::Rc;
+    let invalid = NakCode::InvalidRequest;
+    let inv_status = WcStatus::RemInvReqErr;
 
-    // 1. PSN.
+    // 1. PSN (rxe check_psn; IBTA 1.7 §9.7.5.2.1 C9-111 sequence error,
+    //    §9.7.5.2.2 duplicates).
     let d = psn.diff(qp.resp.epsn);
     if reliable {
         if d > 0 {
@@ -292,7 +307,7 @@ pub(crate) fn handle_request(
         }
     }
 
-    // 2. Opcode sequence.
+    // 2. Opcode sequence (rxe check_op_seq; IBTA 1.7 §9.7.5.2.3 C9-112).
     let kind = match info.kind {
         OpKind::Send => Some(MsgKind::Send),
         OpKind::Write => Some(MsgKind::Write),
@@ -306,81 +321,134 @@ pub(crate) fn handle_request(
         (Some(_), _) => false,
     };
     if !seq_ok {
-        return fatal(
-            qp,
-            ctx,
-            psn,
-            NakCode::InvalidRequest,
-            WcStatus::RemInvReqErr,
-        );
+        return fatal(qp, ctx, psn, invalid, inv_status, false);
     }
 
-    // 3. QP access rights.
+    // 3. QP access rights (rxe check_op_valid; IBTA 1.7 §9.7.5.2.4 C9-113).
     let need = match info.kind {
         OpKind::Write => AccessFlags::REMOTE_WRITE,
         OpKind::ReadRequest => AccessFlags::REMOTE_READ,
         OpKind::Atomic => AccessFlags::REMOTE_ATOMIC,
         OpKind::Send => AccessFlags::empty(),
-        _ => {
-            return fatal(
-                qp,
-                ctx,
-                psn,
-                NakCode::InvalidRequest,
-                WcStatus::RemInvReqErr,
-            )
-        }
+        _ => return fatal(qp, ctx, psn, invalid, inv_status, false),
     };
     if !qp.attr.qp_access_flags.contains(need) {
-        return fatal(
-            qp,
-            ctx,
-            psn,
-            NakCode::InvalidRequest,
-            WcStatus::RemInvReqErr,
-        );
+        return fatal(qp, ctx, psn, invalid, inv_status, false);
     }
 
-    // 5 (part). Packet length against the PMTU and position.
+    // 4. Resources (rxe check_resource; IBTA 1.7 §9.7.5.2.5 C9-115 RNR,
+    //    §9.7.5.2.5 responder resources): a SEND (FIRST/ONLY takes the head
+    //    receive WQE, MIDDLE/LAST keep using it) or a WRITE with immediate
+    //    needs a receive WQE, else an RNR NAK and no state change; a READ or
+    //    ATOMIC needs responder resources (`max_dest_rd_atomic` > 0), else
+    //    NAK invalid request.
+    let with_imm = pkt.ext().immdt().is_some();
+    let uses_wqe = kind == Some(MsgKind::Send) || (kind == Some(MsgKind::Write) && with_imm);
+    if uses_wqe && qp.rq.len() == 0 {
+        return rnr(qp, ctx, psn);
+    }
+    if matches!(info.kind, OpKind::ReadRequest | OpKind::Atomic) && qp.attr.max_dest_rd_atomic == 0
+    {
+        return fatal(qp, ctx, psn, invalid, inv_status, false);
+    }
+
+    // 5. Length (rxe check_length; IBTA 1.7 §9.7.5.2.6 C9-116..C9-118, BTH
+    //    PadCnt §9.2.3): the payload and its pad bytes fill whole 4-byte
+    //    words; FIRST/MIDDLE carry exactly PMTU bytes and no pad, LAST
+    //    1..=PMTU, ONLY 0..=PMTU; a RETH DMA length is at most 2^31.
     let plen = pkt.payload().len() as u32;
+    let pad = u32::from(pkt.pad());
     let pmtu = qp.pmtu;
-    if kind.is_some() {
-        let len_ok = match pos {
-            Position::First | Position::Middle => plen == pmtu,
-            Position::Last => plen >= 1 && plen <= pmtu,
-            Position::Only => plen <= pmtu,
+    let len_ok = (plen + pad) % 4 == 0
+        && match (kind, pos) {
+            (None, _) => true,
+            (Some(_), Position::First | Position::Middle) => plen == pmtu && pad == 0,
+            (Some(_), Position::Last) => plen >= 1 && plen <= pmtu,
+            (Some(_), Position::Only) => plen <= pmtu,
         };
-        if !len_ok {
-            return fatal(
-                qp,
-                ctx,
-                psn,
-                NakCode::InvalidRequest,
-                WcStatus::RemInvReqErr,
-            );
-        }
+    let reth = pkt.ext().reth();
+    let reth_needed = matches!(info.kind, OpKind::ReadRequest)
+        || (kind == Some(MsgKind::Write) && matches!(pos, Position::First | Position::Only));
+    let reth_ok = match (reth_needed, &reth) {
+        (false, _) => true,
+        (true, Some(r)) => r.dma_len <= 1 << 31,
+        (true, None) => false,
+    };
+    if !len_ok || !reth_ok {
+        return fatal(qp, ctx, psn, invalid, inv_status, uses_wqe);
     }
 
+    // 6. R_Key, range and rights (rxe check_rkey; IBTA 1.7 §9.7.5.2.7
+    //    C9-119..C9-122; zero-length READ/WRITE need none, C9-88); a WRITE's
+    //    packets must add up to its RETH length (rxe checks this here too).
+    //    The atomic's alignment is checked once its R_Key passed (rxe
+    //    atomic_reply: misaligned → NAK invalid request).
+    let access_status = WcStatus::RemAccessErr;
+    match info.kind {
+        OpKind::Write => {
+            if let (Some(r), Position::First | Position::Only) = (&reth, pos) {
+                if let Err(e) = check_reth(ctx, qp.pd, r, AccessFlags::REMOTE_WRITE) {
+                    return fatal(qp, ctx, psn, access_code(e), access_status, uses_wqe);
+                }
+                qp.resp.write_va = r.va;
+                qp.resp.write_rkey = r.rkey;
+                qp.resp.write_remaining = r.dma_len;
+                qp.resp.write_len = r.dma_len;
+            }
+            let ends = matches!(pos, Position::Last | Position::Only);
+            if plen > qp.resp.write_remaining || (ends && plen != qp.resp.write_remaining) {
+                return fatal(qp, ctx, psn, invalid, inv_status, uses_wqe);
+            }
+        }
+        OpKind::ReadRequest => {
+            if let Some(r) = &reth {
+                if let Err(e) = check_reth(ctx, qp.pd, r, AccessFlags::REMOTE_READ) {
+                    return fatal(qp, ctx, psn, access_code(e), access_status, false);
+                }
+            }
+        }
+        OpKind::Atomic => {
+            let Some(a) = pkt.ext().atomic_eth() else {
+                return fatal(qp, ctx, psn, invalid, inv_status, false);
+            };
+            if let Err(e) = ctx
+                .mrs
+                .remote(qp.pd, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
+            {
+                return fatal(qp, ctx, psn, access_code(e), access_status, false);
+            }
+            if a.va % 8 != 0 {
+                return fatal(qp, ctx, psn, invalid, inv_status, false);
+            }
+        }
+        _ => {}
+    }
+
+    // 7. Execute (rxe execute).
     let mut ack_wanted = pkt.bth().ack_req;
     match info.kind {
         OpKind::Send => {
-            // 4. A receive WQE.
             if matches!(pos, Position::First | Position::Only) {
-                if qp.rq.len() == 0 {
-                    return rnr(qp, ctx, psn);
-                }
                 qp.resp.recv_offset = 0;
             }
             let Some(r) = qp.rq.get(qp.rq.head()).copied() else {
                 return rnr(qp, ctx, psn);
             };
             if qp.resp.recv_offset + plen as u64 > r.total_len {
-                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::LocLenErr);
+                // rxe send_data_in: -ENOSPC → ERR_LENGTH, LOC_LEN_ERR.
+                return fatal(qp, ctx, psn, invalid, WcStatus::LocLenErr, true);
             }
             if scatter(ctx, qp.pd, r.sges(), qp.resp.recv_offset, pkt.payload()).is_err() {
                 // Malformed receive WQE (bad lkey, range or rights): class A,
                 // NAK remote operational error, LOC_QP_OP_ERR (rxe).
-                return fatal(qp, ctx, psn, NakCode::RemoteOpErr, WcStatus::LocQpOpErr);
+                return fatal(
+                    qp,
+                    ctx,
+                    psn,
+                    NakCode::RemoteOpErr,
+                    WcStatus::LocQpOpErr,
+                    true,
+                );
             }
             qp.resp.recv_offset += plen as u64;
             if matches!(pos, Position::Last | Position::Only) {
@@ -396,6 +464,7 @@ pub(crate) fn handle_request(
                     wc.invalidated_rkey = rkey;
                     wc.wc_flags |= WcFlags::WITH_INV;
                 }
+                ctx.counters.rdma_recvs += 1;
                 ctx.complete(qp.recv_cq, wc);
                 qp.rq.pop();
                 qp.resp.in_msg = None;
@@ -404,47 +473,8 @@ pub(crate) fn handle_request(
             }
         }
         OpKind::Write => {
-            let with_imm = pkt.ext().immdt().is_some();
-            if with_imm && qp.rq.len() == 0 {
-                return rnr(qp, ctx, psn);
-            }
             if matches!(pos, Position::First | Position::Only) {
-                let Some(reth) = pkt.ext().reth() else {
-                    return fatal(
-                        qp,
-                        ctx,
-                        psn,
-                        NakCode::InvalidRequest,
-                        WcStatus::RemInvReqErr,
-                    );
-                };
-                if reth.dma_len > 1 << 31 {
-                    return fatal(
-                        qp,
-                        ctx,
-                        psn,
-                        NakCode::InvalidRequest,
-                        WcStatus::RemInvReqErr,
-                    );
-                }
-                if let Err(e) = check_reth(ctx, qp.pd, &reth, AccessFlags::REMOTE_WRITE) {
-                    return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
-                }
-                qp.resp.write_va = reth.va;
-                qp.resp.write_rkey = reth.rkey;
-                qp.resp.write_remaining = reth.dma_len;
-                qp.resp.write_len = reth.dma_len;
                 ctx.counters.rx_write_requests += 1;
-            }
-            let ends = matches!(pos, Position::Last | Position::Only);
-            if plen > qp.resp.write_remaining || (ends && plen != qp.resp.write_remaining) {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
             }
             if plen > 0 {
                 match ctx.mrs.remote(
@@ -455,12 +485,12 @@ pub(crate) fn handle_request(
                     AccessFlags::REMOTE_WRITE,
                 ) {
                     Ok((mr, r)) => copy_payload(&mut mr.buf.bytes_mut()[r], pkt.payload()),
-                    Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
+                    Err(e) => return fatal(qp, ctx, psn, access_code(e), access_status, uses_wqe),
                 }
             }
             qp.resp.write_va = qp.resp.write_va.wrapping_add(plen as u64);
             qp.resp.write_remaining -= plen;
-            if ends {
+            if matches!(pos, Position::Last | Position::Only) {
                 qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
                 qp.resp.in_msg = None;
                 if with_imm {
@@ -471,6 +501,7 @@ pub(crate) fn handle_request(
                         wc.src_qp = qp.attr.dest_qp_num;
                         wc.imm_data = pkt.ext().immdt().unwrap_or(0);
                         wc.wc_flags |= WcFlags::WITH_IMM;
+                        ctx.counters.rdma_recvs += 1;
                         ctx.complete(qp.recv_cq, wc);
                         qp.rq.pop();
                     }
@@ -480,29 +511,13 @@ pub(crate) fn handle_request(
             }
         }
         OpKind::ReadRequest => {
-            let Some(reth) = pkt.ext().reth() else {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
+            let Some(reth) = reth else {
+                return fatal(qp, ctx, psn, invalid, inv_status, false);
             };
-            if reth.dma_len > 1 << 31 || qp.attr.max_dest_rd_atomic == 0 {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
-            }
-            if let Err(e) = check_reth(ctx, qp.pd, &reth, AccessFlags::REMOTE_READ) {
-                return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
-            }
             let n = reth.dma_len.div_ceil(pmtu).max(1);
             let last = psn.add(n - 1);
+            // C9-148: the MSN counts a READ when its request arrives.
+            qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
             qp.resp.push_resource(Resource::Read {
                 first: psn,
                 last,
@@ -510,7 +525,6 @@ pub(crate) fn handle_request(
                 rkey: reth.rkey,
                 len: reth.dma_len,
             });
-            qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
             qp.resp.queue.push_back(RespItem::Read {
                 psn,
                 last,
@@ -521,28 +535,16 @@ pub(crate) fn handle_request(
                 first: true,
             });
             ctx.counters.rx_read_requests += 1;
+            // The READ moves ePSN past its response PSNs but not `ack_psn`:
+            // a later duplicate SEND/WRITE is acknowledged below the READ
+            // (rxe read_reply updates `resp.psn` only).
             qp.resp.epsn = last.next();
             return true;
         }
         OpKind::Atomic => {
             let Some(a) = pkt.ext().atomic_eth() else {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
+                return fatal(qp, ctx, psn, invalid, inv_status, false);
             };
-            if a.va % 8 != 0 || qp.attr.max_dest_rd_atomic == 0 {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
-            }
             let orig = match ctx
                 .mrs
                 .remote(qp.pd, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
@@ -565,10 +567,10 @@ pub(crate) fn handle_request(
                     cell.copy_from_slice(&new.to_ne_bytes());
                     cur
                 }
-                Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
+                Err(e) => return fatal(qp, ctx, psn, access_code(e), access_status, false),
             };
-            qp.resp.push_resource(Resource::Atomic { psn, orig });
             qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+            qp.resp.push_resource(Resource::Atomic { psn, orig });
             qp.resp.queue.push_back(RespItem::AtomicAck {
                 psn,
                 orig,
@@ -576,22 +578,18 @@ pub(crate) fn handle_request(
             });
             ctx.counters.rx_atomic_requests += 1;
             qp.resp.epsn = psn.next();
+            // rxe atomic_reply sets `ack_psn` as execute does.
+            qp.resp.ack_psn = qp.resp.epsn;
             return true;
         }
-        _ => {
-            return fatal(
-                qp,
-                ctx,
-                psn,
-                NakCode::InvalidRequest,
-                WcStatus::RemInvReqErr,
-            )
-        }
+        _ => return fatal(qp, ctx, psn, invalid, inv_status, false),
     }
     if !reliable {
         return false;
     }
     qp.resp.epsn = psn.next();
+    // rxe execute: `ack_psn` follows every executed SEND/WRITE packet.
+    qp.resp.ack_psn = qp.resp.epsn;
     qp.resp.pkts_since_ack += 1;
     if ctx.cfg.ack_coalesce > 0 && qp.resp.pkts_since_ack >= ctx.cfg.ack_coalesce {
         ack_wanted = true;
@@ -627,7 +625,13 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
     let info = pkt.bth().opcode.info();
     match info.kind {
         OpKind::Send | OpKind::Write => {
-            let e = qp.resp.epsn.sub(1);
+            // C9-105 / rxe duplicate_request: ACK again, never re-execute,
+            // with the PSN of the last SEND/WRITE/ATOMIC executed (`ack_psn
+            // - 1`), not ePSN - 1: when a READ came last, ePSN - 1 is its
+            // last response PSN, and an ACK covering it would let a
+            // requester complete the READ without its data (Linux
+            // 4e4c53df5677).
+            let e = qp.resp.ack_psn.sub(1);
             qp.resp.queue_ack(e, ACK);
             true
         }
@@ -648,14 +652,21 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
                     && reth.va >= va
                     && reth.va.wrapping_add(reth.dma_len as u64) <= va.wrapping_add(len as u64) =>
                 {
-                    Some(last)
+                    Some((first, last))
                 }
                 _ => None,
             });
-            let Some(last) = found else {
+            let Some((first, last)) = found else {
                 ctx.counters.dup_no_resource += 1;
                 return false;
             };
+            // rxe duplicate_request / read_reply: a replay from the READ's
+            // first PSN starts with READ_RESPONSE_FIRST (or ONLY); one from
+            // a later PSN continues the original sequence with MIDDLE ...
+            // LAST, which is what rxe's completer accepts after the FIRST or
+            // MIDDLE it already has (rxe_comp.c check_ack: a FIRST is taken
+            // mid-stream only at the WQE's first PSN). rdmavt/hfi1 restart
+            // with FIRST instead; our completer accepts either.
             let restart = RespItem::Read {
                 psn,
                 last,
@@ -663,12 +674,12 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
                 rkey: reth.rkey,
                 remaining: reth.dma_len,
                 msn: qp.resp.msn,
-                first: true,
+                first: psn == first,
             };
             // A stream of the same READ still being sent restarts from the
-            // duplicate's PSN (as rxe does) instead of a second stream
-            // queuing behind it: the requester discards what it had already
-            // given up on.
+            // duplicate's PSN (rxe: the replay takes over the resource's
+            // `cur_psn`) instead of a second stream queuing behind it: the
+            // requester discards what it had already given up on.
             let in_flight = qp.resp.queue.iter_mut().find(|i| {
                 matches!(i, RespItem::Read { last: l, rkey: k, .. } if *l == last && *k == reth.rkey)
             });
