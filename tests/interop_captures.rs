@@ -46,7 +46,8 @@
 //!
 //! (c) Duplicate requests (RC). After (a), every captured request of the flow
 //!     is fed again: nothing may execute twice (memory and receive queue
-//!     unchanged), SEND/WRITE packets are ACKed again with ePSN − 1, READs
+//!     unchanged), SEND/WRITE packets are ACKed again with rxe's
+//!     `ack_psn − 1` (the last SEND/WRITE/ATOMIC PSN, never a READ's), READs
 //!     are answered again from the responder resources with exactly the
 //!     captured PSNs and bytes, and atomics return the captured original
 //!     values without touching the cells (IBTA 1.7 §9.7.4.1.4).
@@ -664,6 +665,13 @@ const CLEAN_COUNTERS: &[&str] = &[
     "rx_no_rwqe",
     "uc_dropped",
     "cq_overrun",
+    "rx_dmac_mismatch",
+    "rx_vlan_mismatch",
+    "rx_other_ethertype",
+    "rx_other_ip_protocol",
+    "rx_other_udp_port",
+    "resp_msn_backwards",
+    "resp_msn_skipped",
 ];
 
 fn assert_clean(ctx: &str, dev: &Device, qpn: u32) {
@@ -1206,10 +1214,18 @@ fn duplicates(
             assert_eq!(a.msn, final_msn, "{ctx}: captured final MSN");
         }
     }
-    // ePSN − 1: the last PSN the flow used (a READ uses one per response).
-    let last_psn = msgs.last().map_or(0, |m| {
-        m.first_psn.wrapping_add(m.npsn(flow.pmtu) - 1) & 0x00FF_FFFF
-    });
+    // rxe acknowledges a duplicate SEND/WRITE with `ack_psn - 1`: the PSN
+    // of the last SEND/WRITE packet or ATOMIC executed, never one of a
+    // READ's response PSNs (Linux 4e4c53df5677 "IB/rxe: fix for duplicate
+    // request processing and ack psns"); before any, the RQ PSN - 1.
+    let last_psn = flow
+        .requests
+        .iter()
+        .rev()
+        .find(|(_, p)| p.kind() != OpKind::ReadRequest)
+        .map_or(flow.first_psn.wrapping_sub(1) & 0x00FF_FFFF, |(_, p)| {
+            p.bth.psn
+        });
     let at = cap.frames.last().map_or(Instant::ZERO, |f| f.0);
     let mut out = Vec::new();
     for (i, _) in &flow.requests {
@@ -1266,7 +1282,7 @@ fn duplicates(
     );
     for a in &acks {
         let aeth = a.ext.aeth.expect("AETH");
-        assert_eq!(a.bth.psn, last_psn, "{ctx}: duplicate ACK PSN = ePSN - 1");
+        assert_eq!(a.bth.psn, last_psn, "{ctx}: duplicate ACK PSN = ack_psn - 1");
         assert_eq!(aeth.syndrome, ACK_NO_CREDIT, "{ctx}");
         assert_eq!(aeth.msn, final_msn, "{ctx}: duplicate ACK MSN");
     }

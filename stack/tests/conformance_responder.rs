@@ -7,10 +7,18 @@
 //! machine CHK_PSN → CHK_OP_SEQ → CHK_OP_VALID → CHK_RESOURCE → CHK_LENGTH →
 //! CHK_RKEY → EXECUTE, `duplicate_request` acknowledging `ack_psn - 1` since
 //! commit 4e4c53df5677 "IB/rxe: fix for duplicate request processing and ack
-//! psns", `prepare_ack_packet` writing the current `resp.msn` into every
-//! AETH, `check_rkey`'s PadCnt rules) and the IBTA rule that PadCnt pads the
-//! payload to a whole number of 4-byte words (IBTA 1.7 §9.2.3,
-//! ROCEV2-DIGEST §3 "Pad"). No expected value is taken from our own output.
+//! psns", `check_rkey`'s PadCnt rules), the IBTA MSN rule (the MSN counts
+//! the messages completed: the last packet of a SEND/WRITE, a READ request
+//! on arrival, each ATOMIC; ROCEV2-DIGEST §5 "MSN", C9-148) and the rule
+//! that PadCnt pads the payload to a whole number of 4-byte words (IBTA 1.7
+//! §9.2.3, ROCEV2-DIGEST §3 "Pad"). Every expected MSN below is counted
+//! from the requests by that rule. No expected value is taken from our own
+//! output.
+//!
+//! One documented difference from rxe: a duplicate's answer carries the MSN
+//! of the original answer (the count as of the request it answers), where
+//! rxe's `prepare_ack_packet` writes the current `resp.msn` (see the
+//! responder's module docs for why).
 
 mod common;
 
@@ -101,7 +109,8 @@ fn qp1_state(s: &Setup) -> QpState {
 /// 101..=103, MSN 2), then the WRITE again: rxe ACKs `ack_psn - 1` = 100, the
 /// last SEND/WRITE PSN executed, not ePSN - 1 = 103, which is the READ's
 /// last response PSN (an ACK for 103 would tell a requester the READ is
-/// done); the MSN is rxe's current `resp.msn`, 2.
+/// done); its MSN is that of the WRITE's own ACK, 1 (one message completed
+/// through PSN 100), not the current 2.
 #[test]
 fn duplicate_write_after_read_is_acked_below_the_read() {
     let mut s = rig();
@@ -133,7 +142,7 @@ fn duplicate_write_after_read_is_acked_below_the_read() {
     let dup = last_response(&s);
     assert_eq!(responses(&s).len(), 5, "one answer to the duplicate");
     assert_eq!((dup.opcode, dup.psn), (0x11, 100), "ACK PSN = ack_psn - 1");
-    assert_eq!(dup.aeth, Some((ACK, 2)), "current MSN (rxe)");
+    assert_eq!(dup.aeth, Some((ACK, 1)), "the MSN as of PSN 100");
     assert_eq!(s.p.dev[1].counters().duplicate_request, 1);
     assert_eq!(
         s.p.dev[1].counters().rx_write_requests,
@@ -143,7 +152,8 @@ fn duplicate_write_after_read_is_acked_below_the_read() {
 }
 
 /// The same with a two-packet SEND before the READ: the ACK names the SEND's
-/// LAST packet (101), rxe's `ack_psn` following every executed SEND packet.
+/// LAST packet (101), rxe's `ack_psn` following every executed SEND packet,
+/// with MSN 1 (the SEND).
 #[test]
 fn duplicate_send_first_after_read_is_acked_at_the_send_last() {
     let mut s = rig();
@@ -170,13 +180,14 @@ fn duplicate_send_first_after_read_is_acked_at_the_send_last() {
     );
     let dup = last_response(&s);
     assert_eq!((dup.opcode, dup.psn), (0x11, 101));
-    assert_eq!(dup.aeth, Some((ACK, 2)));
+    assert_eq!(dup.aeth, Some((ACK, 1)));
     let wcs = poll_all(&mut s.p, 1, s.c.cq[1]);
     assert_eq!(ids_status(&wcs), [(7, WcStatus::Success)], "received once");
 }
 
 /// rxe's `atomic_reply` moves `ack_psn` like `execute` does, so a duplicate
-/// WRITE after an ATOMIC is ACKed at the atomic's PSN.
+/// WRITE after an ATOMIC is ACKed at the atomic's PSN, MSN 2 (WRITE and
+/// ATOMIC).
 #[test]
 fn duplicate_write_after_atomic_is_acked_at_the_atomic() {
     let mut s = rig();
@@ -209,12 +220,12 @@ fn duplicate_after_only_a_read_is_acked_before_the_first_psn() {
     );
 }
 
-/// Duplicate ATOMIC and READ replays carry the responder's current MSN, as
-/// rxe (`prepare_ack_packet`: `aeth_set_msn(ack, qp->resp.msn)`) and
-/// rdmavt/hfi1 (`rvt_compute_aeth`: `r_msn`) do; the original value and the
-/// READ bytes are those of the first execution.
+/// Duplicate ATOMIC and READ replays carry the MSN of the original answer:
+/// the ATOMIC was message 1, the READ message 2, though three messages are
+/// complete when the duplicates come (rxe and rdmavt would send 3); the
+/// original value and the READ bytes are those of the first execution.
 #[test]
-fn duplicate_atomic_and_read_replays_carry_the_current_msn() {
+fn duplicate_atomic_and_read_replays_carry_the_original_msn() {
     let mut s = rig();
     let rkey = s.mr[1].rkey;
     fetch_add(&mut s, 100, 0x800, rkey); // MSN 1
@@ -230,7 +241,7 @@ fn duplicate_atomic_and_read_replays_carry_the_current_msn() {
 
     fetch_add(&mut s, 100, 0x800, rkey);
     let a = last_response(&s);
-    assert_eq!((a.opcode, a.psn, a.aeth), (0x12, 100, Some((ACK, 3))));
+    assert_eq!((a.opcode, a.psn, a.aeth), (0x12, 100, Some((ACK, 1))));
     assert_eq!(
         &a.raw[a.raw.len() - 12..a.raw.len() - 4],
         &orig_atomic[..],
@@ -239,7 +250,7 @@ fn duplicate_atomic_and_read_replays_carry_the_current_msn() {
     let r = reth(&s, 0x1000, 512);
     req(&mut s, Opcode::RC_RDMA_READ_REQUEST, 101, true, r, &[]);
     let rd = last_response(&s);
-    assert_eq!((rd.opcode, rd.psn, rd.aeth), (0x10, 101, Some((ACK, 3))));
+    assert_eq!((rd.opcode, rd.psn, rd.aeth), (0x10, 101, Some((ACK, 2))));
     assert_eq!(rd.payload, first[1].payload);
     assert_eq!(s.p.dev[1].counters().rx_atomic_requests, 1);
 }

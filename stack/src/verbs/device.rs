@@ -1088,6 +1088,7 @@ impl Device {
             a.rq_psn = attr.rq_psn & 0x00FF_FFFF;
             qp.resp.epsn = Psn::new(attr.rq_psn);
             qp.resp.ack_psn = qp.resp.epsn;
+            qp.resp.ack_msn = qp.resp.msn;
         }
         if mask.contains(QpAttrMask::SQ_PSN) {
             a.sq_psn = attr.sq_psn & 0x00FF_FFFF;

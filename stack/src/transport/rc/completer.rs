@@ -153,16 +153,19 @@ fn retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
     true
 }
 
-/// Check the AETH MSN of a response for PSN `p` (in the window) against the
-/// previous one and the messages sent; count, never drop: the MSN is
-/// advisory for a requester that completes by PSN (rxe's completer does not
-/// read it either).
+/// Check the AETH MSN of a response (in the window) that counts the
+/// messages completed through PSN `p` against the previous one and the
+/// messages sent; count, never drop: the MSN is advisory for a requester
+/// that completes by PSN (rxe's completer does not read it either).
 ///
-/// - `resp_msn_backwards`: `msn` is before the MSN of a response for the
-///   same or an earlier PSN. A responder's MSN only grows and responses for
-///   later PSNs are sent later, so a correct responder never does this; a
-///   response for an earlier PSN than the last one (the answer to a retry)
-///   is not compared.
+/// - `resp_msn_backwards`: `msn` is before the MSN of a response that
+///   counted through the same or an earlier PSN. The count through a PSN
+///   never shrinks, so a responder whose every answer (duplicates' included)
+///   carries the count as of the request it answers, as ours does, never
+///   causes this, whatever the network reorders; a response through an
+///   earlier PSN than the last one (the answer to a retry) is not compared.
+///   A responder that puts its current MSN into replays (rxe, rdmavt) can
+///   cause it when an older response arrives after a replay.
 /// - `resp_msn_skipped`: `msn` counts more messages than were started
 ///   (`req.ssn`): the responder's MSN starts at 0 when its QP is created or
 ///   reset (rxe `rxe_qp_init_resp`; MindShare, *InfiniBand Network
@@ -206,7 +209,14 @@ pub(crate) fn handle_response(
         return false;
     }
     if let Some(aeth) = pkt.ext().aeth() {
-        check_msn(qp, ctx, p, aeth.msn);
+        // A NAK (RNR, sequence or error) for PSN p reports the messages
+        // completed before p; an ACK or a READ/ATOMIC response those
+        // through p.
+        let through = match aeth.kind() {
+            AethSyndrome::Ack { .. } => p,
+            _ => p.sub(1),
+        };
+        check_msn(qp, ctx, through, aeth.msn);
     }
     let info = pkt.bth().opcode.info();
     match info.kind {

@@ -61,10 +61,14 @@ pub(crate) enum Resource {
         va: u64,
         rkey: u32,
         len: u32,
+        /// The MSN its responses carried.
+        msn: u32,
     },
     Atomic {
         psn: Psn,
         orig: u64,
+        /// The MSN its ATOMIC ACKNOWLEDGE carried.
+        msn: u32,
     },
 }
 
@@ -107,6 +111,9 @@ pub(crate) struct RespState {
     /// `resp.ack_psn`): a duplicate SEND/WRITE is acknowledged with
     /// `ack_psn - 1`, which never covers a READ executed after it.
     pub ack_psn: Psn,
+    /// The MSN when `ack_psn` last moved: what the ACK for `ack_psn - 1`
+    /// carried (or would have).
+    pub ack_msn: u32,
     pub msn: u32,
     pub nak_sent: bool,
     pub in_msg: Option<MsgKind>,
@@ -130,6 +137,7 @@ impl RespState {
         RespState {
             epsn: Psn::default(),
             ack_psn: Psn::default(),
+            ack_msn: 0,
             msn: 0,
             nak_sent: false,
             in_msg: None,
@@ -165,17 +173,28 @@ impl RespState {
         self.res_next = (self.res_next + 1) % n;
     }
 
-    /// Queue an ACK, replacing one that has not left yet.
+    /// Queue an ACK with the current MSN, replacing one that has not left
+    /// yet.
     fn queue_ack(&mut self, psn: Psn, syndrome: u8) {
-        let item = RespItem::Ack {
-            psn,
-            syndrome,
-            msn: self.msn,
-        };
-        if let Some(RespItem::Ack { syndrome: s, .. }) = self.queue.back() {
+        self.queue_ack_msn(psn, syndrome, self.msn);
+    }
+
+    /// Queue an ACK carrying `msn`. An ACK that has not left yet is
+    /// replaced by a newer one, and makes an older one (a duplicate's)
+    /// unnecessary: ACKs are cumulative.
+    fn queue_ack_msn(&mut self, psn: Psn, syndrome: u8, msn: u32) {
+        let item = RespItem::Ack { psn, syndrome, msn };
+        if let Some(RespItem::Ack {
+            syndrome: s,
+            psn: waiting,
+            ..
+        }) = self.queue.back()
+        {
             if *s == AethSyndrome::ACK_NO_CREDIT.to_byte() && syndrome == *s {
-                if let Some(b) = self.queue.back_mut() {
-                    *b = item;
+                if psn.at_or_after(*waiting) {
+                    if let Some(b) = self.queue.back_mut() {
+                        *b = item;
+                    }
                 }
                 return;
             }
@@ -524,6 +543,7 @@ pub(crate) fn handle_request(
                 va: reth.va,
                 rkey: reth.rkey,
                 len: reth.dma_len,
+                msn: qp.resp.msn,
             });
             qp.resp.queue.push_back(RespItem::Read {
                 psn,
@@ -570,7 +590,11 @@ pub(crate) fn handle_request(
                 Err(e) => return fatal(qp, ctx, psn, access_code(e), access_status, false),
             };
             qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
-            qp.resp.push_resource(Resource::Atomic { psn, orig });
+            qp.resp.push_resource(Resource::Atomic {
+                psn,
+                orig,
+                msn: qp.resp.msn,
+            });
             qp.resp.queue.push_back(RespItem::AtomicAck {
                 psn,
                 orig,
@@ -580,6 +604,7 @@ pub(crate) fn handle_request(
             qp.resp.epsn = psn.next();
             // rxe atomic_reply sets `ack_psn` as execute does.
             qp.resp.ack_psn = qp.resp.epsn;
+            qp.resp.ack_msn = qp.resp.msn;
             return true;
         }
         _ => return fatal(qp, ctx, psn, invalid, inv_status, false),
@@ -590,6 +615,7 @@ pub(crate) fn handle_request(
     qp.resp.epsn = psn.next();
     // rxe execute: `ack_psn` follows every executed SEND/WRITE packet.
     qp.resp.ack_psn = qp.resp.epsn;
+    qp.resp.ack_msn = qp.resp.msn;
     qp.resp.pkts_since_ack += 1;
     if ctx.cfg.ack_coalesce > 0 && qp.resp.pkts_since_ack >= ctx.cfg.ack_coalesce {
         ack_wanted = true;
@@ -632,7 +658,8 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
             // requester complete the READ without its data (Linux
             // 4e4c53df5677).
             let e = qp.resp.ack_psn.sub(1);
-            qp.resp.queue_ack(e, ACK);
+            let msn = qp.resp.ack_msn;
+            qp.resp.queue_ack_msn(e, ACK, msn);
             true
         }
         OpKind::ReadRequest => {
@@ -646,17 +673,18 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
                     va,
                     rkey,
                     len,
+                    msn,
                 } if psn.at_or_after(first)
                     && last.at_or_after(psn)
                     && rkey == reth.rkey
                     && reth.va >= va
                     && reth.va.wrapping_add(reth.dma_len as u64) <= va.wrapping_add(len as u64) =>
                 {
-                    Some((first, last))
+                    Some((first, last, msn))
                 }
                 _ => None,
             });
-            let Some((first, last)) = found else {
+            let Some((first, last, msn)) = found else {
                 ctx.counters.dup_no_resource += 1;
                 return false;
             };
@@ -673,7 +701,7 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
                 va: reth.va,
                 rkey: reth.rkey,
                 remaining: reth.dma_len,
-                msn: qp.resp.msn,
+                msn,
                 first: psn == first,
             };
             // A stream of the same READ still being sent restarts from the
@@ -691,18 +719,16 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
         }
         OpKind::Atomic => {
             let found = qp.resp.resources.iter().find_map(|r| match *r {
-                Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
+                Resource::Atomic { psn: p, orig, msn } if p == psn => Some((orig, msn)),
                 _ => None,
             });
-            let Some(orig) = found else {
+            let Some((orig, msn)) = found else {
                 ctx.counters.dup_no_resource += 1;
                 return false;
             };
-            qp.resp.queue.push_back(RespItem::AtomicAck {
-                psn,
-                orig,
-                msn: qp.resp.msn,
-            });
+            qp.resp
+                .queue
+                .push_back(RespItem::AtomicAck { psn, orig, msn });
             true
         }
         _ => false,
