@@ -116,12 +116,13 @@ counters! {
     /// `rdma_sends`; rxe also counts SENDs that complete in error).
     rdma_sends,
     /// Requester: responses whose AETH MSN is smaller than that of an
-    /// earlier response for the same or an earlier PSN (the responder's
-    /// count of completed messages went backwards).
+    /// earlier response counting through the same or an earlier PSN (the
+    /// responder's count of completed messages went backwards; see
+    /// `transport::rc::completer`).
     resp_msn_backwards,
     /// Requester: responses whose AETH MSN counts more messages than were
-    /// ever sent (the MSN starts at 0 and counts one per message, IBTA 1.7
-    /// §9.7.5.1.x, rxe `resp.msn`), i.e. it skipped values.
+    /// ever sent (the MSN starts at 0 and counts one per message: rxe
+    /// `resp.msn`, ROCEV2-DIGEST §5 "MSN"), i.e. it skipped values.
     resp_msn_skipped,
     /// Responder: RDMA WRITE requests executed (mlx5 `rx_write_requests`).
     rx_write_requests,

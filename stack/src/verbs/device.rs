@@ -9,6 +9,14 @@
 //!    [`Device::handle_timeout`] once it has passed;
 //! 4. [`Device::poll_cq`] and [`Device::poll_event`] for completions and events.
 //!
+//! Received frames are checked as a host's network stack and rxe check them
+//! (see [`Device::handle_frame`]): the destination MAC must be the port's
+//! ([`DeviceConfig::mac`], unless [`DeviceConfig::promiscuous`]), the
+//! destination IP one of the GIDs, the VLAN that of the QP's path (or the
+//! port's, [`DeviceConfig::vlan`], for UD); every frame that is not taken
+//! increments exactly one named counter ([`Counters`], the parser's drop
+//! counters, or the pause counters).
+//!
 //! Idle QPs cost nothing per poll: only QPs with work are on the active list,
 //! and timers sit in an ordered set with exactly one entry per armed QP timer
 //! (a cancelled timer is removed at once), so [`Device::poll_timeout`] is exact

@@ -35,8 +35,8 @@ pub struct QpInfo {
     pub sq_psn: u32,
     /// Responder: expected PSN, ePSN (`rq-psn`).
     pub rq_psn: u32,
-    /// Responder: messages completed, the MSN its AETHs carry (IBTA 1.7
-    /// §9.7.5.1.1; starts at 0).
+    /// Responder: messages completed, the MSN its AETHs carry (starts at 0;
+    /// ROCEV2-DIGEST §5 "MSN").
     pub msn: u32,
     /// Requester: the last PSN acknowledged (the oldest unacknowledged PSN
     /// minus one; `sq_psn - 1` when nothing is outstanding).

@@ -35,6 +35,14 @@
 //!   other code): the head WQE completes with `REM_INV_REQ_ERR` /
 //!   `REM_ACCESS_ERR` / `REM_OP_ERR` (rxe's mapping, ROCEV2-DIGEST §5), and
 //!   the QP enters ERR, flushing the rest in posting order (CASES R18).
+//! - AETH MSN: completion goes by PSN (as in rxe, whose completer never reads
+//!   the MSN); the MSN is only checked and counted (`check_msn`): backwards
+//!   against an earlier response (`resp_msn_backwards`), or beyond the
+//!   messages sent (`resp_msn_skipped`). The requester numbers its messages
+//!   as it starts them (`req.ssn`; the first WQE is SSN 1, the responder's
+//!   MSN starts at 0: MindShare, *InfiniBand Network Architecture* ch. 17).
+//! - `rdma_sends` counts SEND WQEs as they complete successfully (rxe's
+//!   completer counts every SEND WQE it completes, errors included).
 
 use crate::time::Instant;
 use crate::transport::psn::Psn;

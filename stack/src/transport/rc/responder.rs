@@ -1,40 +1,98 @@
 //! RC (and UC) responder (IBTA 1.7 §9.7.4, §9.7.5.2; rxe `rxe_resp.c`).
 //!
-//! For each inbound request, in order (rxe's CHK_PSN, CHK_OP_SEQ, CHK_OP_VALID,
-//! CHK_RESOURCE, CHK_LENGTH, CHK_RKEY, EXECUTE):
+//! # Check order
 //!
-//! 1. PSN == ePSN is processed. PSN after ePSN: one sequence-error NAK carrying
-//!    ePSN per gap (`out_of_sequence`), further packets dropped silently.
-//!    PSN before ePSN is a duplicate (`duplicate_request`): SEND/WRITE are
-//!    re-ACKed with ePSN − 1 and not re-executed; READ is re-executed from the
-//!    stored responder resource (same R_Key, inside the original range); an
-//!    ATOMIC's saved result is replayed, never re-executed.
-//! 2. Opcode sequence: after FIRST/MIDDLE only MIDDLE/LAST of the same kind.
-//! 3. The QP's access flags must allow the operation.
-//! 4. A SEND FIRST/ONLY (or a WRITE with immediate) needs a receive WQE, else an
-//!    RNR NAK with `min_rnr_timer` and no state change. The packets the
-//!    requester sent behind the NAKed one are then dropped silently, as after
-//!    a sequence NAK, until the NAKed PSN comes again (a sequence NAK for them
-//!    would make the requester resend before its RNR wait is over, CASES R15).
-//! 5. Lengths: payload <= PMTU; FIRST/MIDDLE exactly PMTU; LAST 1..=PMTU; a
-//!    WRITE's bytes must add up to its RETH length (<= 2^31); a SEND must fit
-//!    its receive WQE (CASES R10, R24 c).
-//! 6. R_Key, range and rights (zero-length READ/WRITE need none, C9-88);
-//!    atomics 8-byte aligned.
+//! Each inbound request goes through rxe's states in rxe's order (CHK_PSN,
+//! CHK_OP_SEQ, CHK_OP_VALID, CHK_RESOURCE, CHK_LENGTH, CHK_RKEY, EXECUTE);
+//! the first check that fails decides the answer:
+//!
+//! 1. PSN: PSN == ePSN is processed. PSN after
+//!    ePSN: one sequence-error NAK carrying ePSN per gap (`out_of_sequence`,
+//!    `seq_nak_sent`), further packets dropped silently. PSN before ePSN is
+//!    a duplicate (`duplicate_request`, below).
+//! 2. Opcode sequence: after FIRST/MIDDLE only MIDDLE/LAST of
+//!    the same kind; MIDDLE/LAST without FIRST is an error.
+//! 3. QP access: the QP's access flags must allow the
+//!    operation (REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC).
+//! 4. Resources: a SEND (FIRST/ONLY takes the head receive
+//!    WQE, MIDDLE/LAST keep using it) or a WRITE with immediate needs a
+//!    receive WQE, else an RNR NAK with `min_rnr_timer` and no state change
+//!    (a class B error). The packets the requester sent behind the NAKed one
+//!    are then dropped silently, as after a sequence NAK, until the NAKed PSN
+//!    comes again (a sequence NAK for them would make the requester resend
+//!    before its RNR wait is over, CASES R15). A READ or ATOMIC needs
+//!    responder resources (`max_dest_rd_atomic` > 0). So a SEND that is both
+//!    too long and without a receive WQE gets the RNR NAK, as from rxe.
+//! 5. Length (BTH PadCnt, IBTA 1.7 §9.2): the payload and its pad bytes
+//!    fill whole 4-byte words; FIRST and MIDDLE carry exactly PMTU bytes and
+//!    PadCnt 0; LAST 1..=PMTU; ONLY 0..=PMTU; a RETH DMA length is at most
+//!    2^31 (CASES R10, R24 c). rxe checks the pad against the WRITE's
+//!    remaining length in CHK_RKEY; the pad rule is the same for every
+//!    opcode, so it is checked here, once.
+//! 6. R_Key (IBTA 1.7 §9.7.4.1.5): the RETH's R_Key, range and rights (zero-length
+//!    READ/WRITE need none, C9-88); a WRITE's packets must add up to its
+//!    RETH length; an ATOMIC's R_Key and 8-byte range, then its alignment
+//!    (rxe finds a misaligned atomic when executing it: NAK invalid
+//!    request).
+//! 7. Execute: a SEND must fit its receive WQE (LOC_LEN_ERR, CASES R10,
+//!    R24 c); a receive WQE with a bad lkey, range or rights is a malformed
+//!    WQE (NAK remote operational error, LOC_QP_OP_ERR, as rxe).
 //!
 //! Errors of class A/C send a NAK with the failing PSN (invalid request 0x61,
 //! remote access 0x62, remote operational 0x63), complete the receive WQE in
-//! use with an error (a SEND too long for it: `LOC_LEN_ERR`; a receive WQE
-//! whose lkey, range or rights are bad: NAK 0x63 and `LOC_QP_OP_ERR`, as
-//! rxe), and move the QP to ERR, which flushes the other receive WQEs and
-//! drops every later packet (CASES R10). UC never NAKs: a broken message is
-//! dropped and the receiver resynchronises on the next FIRST/ONLY.
+//! use with the error (as rxe's `do_complete` of `resp.wqe`: the WQE a SEND
+//! or a WRITE with immediate took at step 4, or the one of the SEND in
+//! progress), and move the QP to ERR, which flushes the other receive WQEs
+//! and drops every later packet (CASES R10). UC never NAKs: a broken message
+//! is dropped (`uc_dropped`) and the receiver resynchronises on the next
+//! FIRST/ONLY.
 //!
-//! The MSN counts completed inbound messages: last packet of a SEND/WRITE, each
-//! READ request (C9-148), each atomic. ACKs go out for packets with AckReq, for
-//! duplicates, and every `ack_coalesce` packets if configured (CASES R14); an
-//! ACK still waiting to be sent is replaced by a newer one. AETH credits are
-//! sent as 0x1F ("invalid"), as rxe does (ConnectX sends real counts).
+//! # Duplicates
+//!
+//! - SEND/WRITE (C9-105): not re-executed; ACKed again with rxe's
+//!   `ack_psn - 1`: the PSN of the last SEND/WRITE packet or ATOMIC
+//!   executed, not ePSN − 1, which after a READ is that READ's last response
+//!   PSN: an ACK covering the READ would let a requester complete it without
+//!   its data (Linux 4e4c53df5677 "IB/rxe: fix for duplicate request
+//!   processing and ack psns"). ATOMICs move `ack_psn` as in rxe's
+//!   `atomic_reply`; a requester treats an ACK past its unanswered atomic as
+//!   an implied NAK and retries it, which the replay below answers.
+//! - READ: re-executed from the stored responder resource (same R_Key,
+//!   inside the original range), re-reading memory. A replay from the READ's
+//!   first PSN starts with READ_RESPONSE_FIRST (or ONLY); one from a later
+//!   PSN continues the original sequence with MIDDLE ... LAST, as rxe does
+//!   (`duplicate_request`: `rdatm_res_state_replay`), which is what rxe's
+//!   completer accepts after the FIRST or MIDDLE it already has
+//!   (`rxe_comp.c` `check_ack` takes a FIRST mid-stream only at the WQE's
+//!   first PSN). rdmavt/hfi1 restart with FIRST; our completer accepts
+//!   either. A stream of the same READ still being sent restarts from the
+//!   duplicate's PSN instead of a second stream queuing behind it.
+//! - ATOMIC: the saved original value is replayed, never re-executed.
+//! - Not found (no resource, R_Key or range mismatch): dropped
+//!   (`dup_no_resource`).
+//!
+//! # MSN
+//!
+//! The MSN counts completed inbound messages (ROCEV2-DIGEST §5 "MSN"; rxe
+//! `resp.msn`, 0 when the QP is created or reset): the last packet of a
+//! SEND/WRITE, each READ request when it arrives (C9-148), each ATOMIC.
+//! Every AETH carries the MSN as of the request it answers, duplicates'
+//! answers included: a replayed READ response or ATOMIC ACKNOWLEDGE carries
+//! the MSN of the original, a duplicate's ACK the MSN of the ACK for
+//! `ack_psn - 1`. rxe (`prepare_ack_packet`) and rdmavt (`rvt_compute_aeth`)
+//! write their current MSN into replays instead. Both are valid to a
+//! requester that completes by PSN (rxe's completer ignores the MSN); ours
+//! keeps the count through a PSN a function of that PSN, so a requester
+//! can tell a stale response from a replay whatever the network reorders
+//! (our completer's `resp_msn_backwards` relies on it).
+//!
+//! # ACKs
+//!
+//! ACKs go out for packets with AckReq, for duplicates, and every
+//! `ack_coalesce` packets if configured (CASES R14); an ACK still waiting to
+//! be sent is replaced by a newer one and makes an older one unnecessary.
+//! AETH credits are sent as 0x1F ("invalid"), as rxe does (ConnectX sends
+//! real counts).
 
 use std::collections::VecDeque;
 
@@ -284,8 +342,7 @@ pub(crate) fn handle_request(
     let invalid = NakCode::InvalidRequest;
     let inv_status = WcStatus::RemInvReqErr;
 
-    // 1. PSN (rxe check_psn; IBTA 1.7 §9.7.5.2.1 C9-111 sequence error,
-    //    §9.7.5.2.2 duplicates).
+    // 1. PSN (rxe check_psn).
     let d = psn.diff(qp.resp.epsn);
     if reliable {
         if d > 0 {
@@ -326,7 +383,7 @@ pub(crate) fn handle_request(
         }
     }
 
-    // 2. Opcode sequence (rxe check_op_seq; IBTA 1.7 §9.7.5.2.3 C9-112).
+    // 2. Opcode sequence (rxe check_op_seq).
     let kind = match info.kind {
         OpKind::Send => Some(MsgKind::Send),
         OpKind::Write => Some(MsgKind::Write),
@@ -343,7 +400,7 @@ pub(crate) fn handle_request(
         return fatal(qp, ctx, psn, invalid, inv_status, false);
     }
 
-    // 3. QP access rights (rxe check_op_valid; IBTA 1.7 §9.7.5.2.4 C9-113).
+    // 3. QP access rights (rxe check_op_valid).
     let need = match info.kind {
         OpKind::Write => AccessFlags::REMOTE_WRITE,
         OpKind::ReadRequest => AccessFlags::REMOTE_READ,
@@ -355,8 +412,7 @@ pub(crate) fn handle_request(
         return fatal(qp, ctx, psn, invalid, inv_status, false);
     }
 
-    // 4. Resources (rxe check_resource; IBTA 1.7 §9.7.5.2.5 C9-115 RNR,
-    //    §9.7.5.2.5 responder resources): a SEND (FIRST/ONLY takes the head
+    // 4. Resources (rxe check_resource): a SEND (FIRST/ONLY takes the head
     //    receive WQE, MIDDLE/LAST keep using it) or a WRITE with immediate
     //    needs a receive WQE, else an RNR NAK and no state change; a READ or
     //    ATOMIC needs responder resources (`max_dest_rd_atomic` > 0), else
@@ -371,8 +427,7 @@ pub(crate) fn handle_request(
         return fatal(qp, ctx, psn, invalid, inv_status, false);
     }
 
-    // 5. Length (rxe check_length; IBTA 1.7 §9.7.5.2.6 C9-116..C9-118, BTH
-    //    PadCnt §9.2.3): the payload and its pad bytes fill whole 4-byte
+    // 5. Length (rxe check_length; BTH PadCnt, IBTA 1.7 §9.2): the payload and its pad bytes fill whole 4-byte
     //    words; FIRST/MIDDLE carry exactly PMTU bytes and no pad, LAST
     //    1..=PMTU, ONLY 0..=PMTU; a RETH DMA length is at most 2^31.
     let plen = pkt.payload().len() as u32;
@@ -397,8 +452,8 @@ pub(crate) fn handle_request(
         return fatal(qp, ctx, psn, invalid, inv_status, uses_wqe);
     }
 
-    // 6. R_Key, range and rights (rxe check_rkey; IBTA 1.7 §9.7.5.2.7
-    //    C9-119..C9-122; zero-length READ/WRITE need none, C9-88); a WRITE's
+    // 6. R_Key, range and rights (rxe check_rkey; IBTA 1.7 §9.7.4.1.5;
+    //    zero-length READ/WRITE need none, C9-88); a WRITE's
     //    packets must add up to its RETH length (rxe checks this here too).
     //    The atomic's alignment is checked once its R_Key passed (rxe
     //    atomic_reply: misaligned → NAK invalid request).
