@@ -474,3 +474,85 @@ fn rdma_recvs_and_rdma_sends_count_successful_messages() {
     assert_eq!(s.p.dev[0].counters().rdma_sends, 2);
     assert_eq!(s.p.dev[0].counters().rdma_recvs, 0);
 }
+
+// ---------------------------------------------------------------------------
+// Requester: PadCnt of READ responses (IBTA 1.7 §9.2: payload + pad is whole
+// words; FIRST/MIDDLE carry PMTU bytes, so PadCnt 0).
+
+#[test]
+fn read_response_first_with_padcnt_is_dropped() {
+    let mut s = setup(
+        1500,
+        &ConnOpts {
+            mtu: Mtu::Mtu1024,
+            ..ConnOpts::default()
+        },
+        4096,
+    );
+    s.p.faults.delay = Duration::ZERO;
+    mute(&mut s.p, 0);
+    let sge = [Sge {
+        addr: 0,
+        length: 2048,
+        lkey: s.mr[0].lkey,
+    }];
+    let mut wr = SendWr::new(1, WrOpcode::RdmaRead, &sge);
+    wr.remote_addr = 0;
+    wr.rkey = s.mr[1].rkey;
+    s.p.dev[0].post_send(s.c.qpn[0], &wr).unwrap();
+    assert!(run_until_sent(&mut s.p, 0, 1));
+    let resp = |s: &Setup, op: Opcode, psn: u32, body: &[u8], pad: u8| {
+        let ext = ExtHeaders {
+            aeth: (op != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE).then_some(
+                roce_stack::wire::ext::AethRepr {
+                    syndrome: 0x1F,
+                    msn: 1,
+                },
+            ),
+            ..ExtHeaders::default()
+        };
+        let aeth_len = if ext.aeth.is_some() { 4 } else { 0 };
+        let base =
+            s.p.frame(1, BthRepr::new(op, s.c.qpn[0], psn), ext, &[0; 4]);
+        with_body(&base, aeth_len, body, pad)
+    };
+    // 1024 data bytes and PadCnt 3 (1027 bytes): dropped, nothing placed.
+    let mut bad = pattern(1024, 7);
+    bad.extend_from_slice(&[0; 3]);
+    let f = resp(&s, Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0x100, &bad, 3);
+    s.p.inject(1, &f);
+    s.p.advance(Duration::ZERO);
+    assert_eq!(s.p.dev[0].counters().resp_unexpected, 1);
+    // Side 0's MR still holds its initial pattern (common::setup).
+    assert_eq!(
+        &s.p.dev[0].mr(s.mr[0].lkey).unwrap().as_slice()[..1024],
+        &pattern(4096, 1)[..1024],
+        "nothing placed"
+    );
+    let data = pattern(2048, 9);
+    let first = resp(
+        &s,
+        Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+        0x100,
+        &data[..1024],
+        0,
+    );
+    let last = resp(
+        &s,
+        Opcode::RC_RDMA_READ_RESPONSE_LAST,
+        0x101,
+        &data[1024..],
+        0,
+    );
+    s.p.inject(1, &first);
+    s.p.inject(1, &last);
+    s.p.advance(Duration::ZERO);
+    assert_eq!(
+        ids_status(&poll_all(&mut s.p, 0, s.c.cq[0])),
+        [(1, WcStatus::Success)]
+    );
+    assert_eq!(
+        &s.p.dev[0].mr(s.mr[0].lkey).unwrap().as_slice()[..2048],
+        &data[..]
+    );
+}

@@ -35,6 +35,10 @@
 //!   other code): the head WQE completes with `REM_INV_REQ_ERR` /
 //!   `REM_ACCESS_ERR` / `REM_OP_ERR` (rxe's mapping, ROCEV2-DIGEST §5), and
 //!   the QP enters ERR, flushing the rest in posting order (CASES R18).
+//! - A READ response must have the opcode its PSN calls for, exactly the
+//!   expected payload (PMTU bytes for FIRST/MIDDLE) and a pad that makes
+//!   payload + pad whole 4-byte words (BTH PadCnt, IBTA 1.7 §9.2), else it
+//!   is dropped (`resp_unexpected`).
 //! - AETH MSN: completion goes by PSN (as in rxe, whose completer never reads
 //!   the MSN); the MSN is only checked and counted (`check_msn`): backwards
 //!   against an earlier response (`resp_msn_backwards`), or beyond the
@@ -428,7 +432,11 @@ fn read_response(
         Position::Only | Position::Last => at_last,
         Position::First | Position::Middle => !at_last,
     };
-    if !pos_ok || pkt.payload().len() != expect as usize {
+    // FIRST/MIDDLE carry exactly PMTU bytes, and payload + pad is a whole
+    // number of 4-byte words (BTH PadCnt, IBTA 1.7 §9.2), so FIRST/MIDDLE
+    // have PadCnt 0.
+    let words = (pkt.payload().len() + usize::from(pkt.pad())) % 4 == 0;
+    if !pos_ok || pkt.payload().len() != expect as usize || !words {
         ctx.counters.resp_unexpected += 1;
         return false;
     }
