@@ -46,10 +46,12 @@
 //!
 //! (c) Duplicate requests (RC). After (a), every captured request of the flow
 //!     is fed again: nothing may execute twice (memory and receive queue
-//!     unchanged), SEND/WRITE packets are ACKed again with ePSN − 1, READs
+//!     unchanged), SEND/WRITE packets are ACKed again with rxe's
+//!     `ack_psn − 1` (the last SEND/WRITE/ATOMIC PSN, never a READ's), READs
 //!     are answered again from the responder resources with exactly the
-//!     captured PSNs and bytes, and atomics return the captured original
-//!     values without touching the cells (IBTA 1.7 §9.7.4.1.4).
+//!     captured PSNs, bytes and MSNs, and atomics return the captured
+//!     original values and MSNs without touching the cells (IBTA 1.7
+//!     §9.7.4.1.4).
 //! (d) Duplicate responses. (b) again, with every captured response handed
 //!     over twice in a row: the copies are counted as `resp_duplicate` and
 //!     change nothing (each WQE still completes exactly once).
@@ -664,6 +666,13 @@ const CLEAN_COUNTERS: &[&str] = &[
     "rx_no_rwqe",
     "uc_dropped",
     "cq_overrun",
+    "rx_dmac_mismatch",
+    "rx_vlan_mismatch",
+    "rx_other_ethertype",
+    "rx_other_ip_protocol",
+    "rx_other_udp_port",
+    "resp_msn_backwards",
+    "resp_msn_skipped",
 ];
 
 fn assert_clean(ctx: &str, dev: &Device, qpn: u32) {
@@ -1206,10 +1215,18 @@ fn duplicates(
             assert_eq!(a.msn, final_msn, "{ctx}: captured final MSN");
         }
     }
-    // ePSN − 1: the last PSN the flow used (a READ uses one per response).
-    let last_psn = msgs.last().map_or(0, |m| {
-        m.first_psn.wrapping_add(m.npsn(flow.pmtu) - 1) & 0x00FF_FFFF
-    });
+    // rxe acknowledges a duplicate SEND/WRITE with `ack_psn - 1`: the PSN
+    // of the last SEND/WRITE packet or ATOMIC executed, never one of a
+    // READ's response PSNs (Linux 4e4c53df5677 "IB/rxe: fix for duplicate
+    // request processing and ack psns"); before any, the RQ PSN - 1.
+    let last_psn = flow
+        .requests
+        .iter()
+        .rev()
+        .find(|(_, p)| p.kind() != OpKind::ReadRequest)
+        .map_or(flow.first_psn.wrapping_sub(1) & 0x00FF_FFFF, |(_, p)| {
+            p.bth.psn
+        });
     let at = cap.frames.last().map_or(Instant::ZERO, |f| f.0);
     let mut out = Vec::new();
     for (i, _) in &flow.requests {
@@ -1248,9 +1265,10 @@ fn duplicates(
         assert!(o.payload == t.payload, "{c}: payload");
         assert_eq!(o.ext.atomic_ack_eth, t.ext.atomic_ack_eth, "{c}: orig");
         assert_eq!(o.ext.aeth.is_some(), t.ext.aeth.is_some(), "{c}: AETH");
-        if let Some(a) = o.ext.aeth {
+        if let (Some(a), Some(ta)) = (o.ext.aeth, t.ext.aeth) {
             assert_eq!(aeth_class(a.syndrome), "ACK", "{c}");
-            assert_eq!(a.msn, final_msn, "{c}: MSN");
+            // A replay carries the MSN of the captured original answer.
+            assert_eq!(a.msn, ta.msn, "{c}: MSN of the original response");
         }
     }
     let sw_pkts = flow
@@ -1264,11 +1282,36 @@ fn duplicates(
         sw_pkts,
         "{ctx}: one ACK per duplicate SEND/WRITE"
     );
+    // The MSN through `last_psn` by the IBTA count (a SEND/WRITE at its
+    // last PSN, a READ/ATOMIC at its first), and the captured ACK for that
+    // PSN, if the capture has one, carries the same.
+    let through = rel(last_psn, flow.first_psn);
+    let ack_msn = msgs
+        .iter()
+        .filter(|m| {
+            let cp = match m.kind {
+                OpKind::ReadRequest | OpKind::Atomic => m.first_psn,
+                _ => m.first_psn.wrapping_add(m.npsn(flow.pmtu) - 1),
+            };
+            through < 0x0080_0000 && rel(cp, flow.first_psn) <= through
+        })
+        .count() as u32;
+    if let Some(t) = flow
+        .responses
+        .iter()
+        .map(|(_, p)| p)
+        .find(|p| p.kind() == OpKind::Ack && p.bth.psn == last_psn)
+    {
+        assert_eq!(t.ext.aeth.map(|a| a.msn), Some(ack_msn), "{ctx}: captured");
+    }
     for a in &acks {
         let aeth = a.ext.aeth.expect("AETH");
-        assert_eq!(a.bth.psn, last_psn, "{ctx}: duplicate ACK PSN = ePSN - 1");
+        assert_eq!(
+            a.bth.psn, last_psn,
+            "{ctx}: duplicate ACK PSN = ack_psn - 1"
+        );
         assert_eq!(aeth.syndrome, ACK_NO_CREDIT, "{ctx}");
-        assert_eq!(aeth.msn, final_msn, "{ctx}: duplicate ACK MSN");
+        assert_eq!(aeth.msn, ack_msn, "{ctx}: duplicate ACK MSN as of its PSN");
     }
     assert_eq!(
         s.dev.qp(s.qpn).expect("qp").state(),

@@ -24,7 +24,7 @@ static CLAIMED: Mutex<[bool; dpdk_sys::RTE_MAX_ETHPORTS as usize]> =
     Mutex::new([false; dpdk_sys::RTE_MAX_ETHPORTS as usize]);
 
 /// How to set a port up; [`PortConfig::default`] is one RX and one TX queue,
-/// 1500-byte MTU, 512 descriptors each way, promiscuous.
+/// 1500-byte MTU, 512 descriptors each way, not promiscuous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortConfig {
     /// Receive queues.
@@ -37,7 +37,15 @@ pub struct PortConfig {
     pub rx_desc: u16,
     /// Transmit descriptors per queue (adjusted to the driver's limits).
     pub tx_desc: u16,
-    /// Accept frames for any destination MAC (the stack uses its own MAC).
+    /// Accept frames for any destination MAC (`rte_eth_promiscuous_enable`).
+    /// Default `false`: the port takes frames for its own MAC (and the ones
+    /// added with [`Port::add_mac_addr`]), broadcast and the multicast groups
+    /// the driver passes, as a kernel interface does; a device whose
+    /// `DeviceConfig::mac` differs from the port's MAC needs that MAC added
+    /// (or this set). The stack checks the destination MAC itself as well
+    /// (`rx_dmac_mismatch`), so promiscuous mode costs receive work, not
+    /// correctness. Drivers without the notion (memif, ring, pcap) pass every
+    /// frame either way.
     pub promiscuous: bool,
 }
 
@@ -49,7 +57,7 @@ impl Default for PortConfig {
             mtu: 1500,
             rx_desc: 512,
             tx_desc: 512,
-            promiscuous: true,
+            promiscuous: false,
         }
     }
 }
@@ -340,8 +348,8 @@ impl Port {
         usize::from(self.cfg.mtu) + FRAME_OVERHEAD
     }
 
-    /// Start the port (`rte_eth_dev_start`), then enable promiscuous mode
-    /// if configured.
+    /// Start the port (`rte_eth_dev_start`), then enable or disable
+    /// promiscuous mode as configured ([`PortConfig::promiscuous`]).
     ///
     /// # Errors
     /// [`DpdkError::Call`].
@@ -355,14 +363,64 @@ impl Port {
             dpdk_sys::rte_eth_dev_start(self.id)
         })?;
         self.started = true;
-        if self.cfg.promiscuous {
-            // SAFETY: started port we own. Drivers without the notion
-            // (memif, ring, pcap) return ENOTSUP, which is harmless.
-            let ret = unsafe { dpdk_sys::rte_eth_promiscuous_enable(self.id) };
-            if ret < 0 && ret != -95 {
-                check("rte_eth_promiscuous_enable", ret)?;
-            }
+        self.apply_promiscuous(self.cfg.promiscuous)
+    }
+
+    /// `rte_eth_promiscuous_enable` / `_disable`. Drivers without the
+    /// notion (memif, ring, pcap) return ENOTSUP, which is harmless.
+    fn apply_promiscuous(&self, on: bool) -> Result<(), DpdkError> {
+        let (call, ret) = if on {
+            // SAFETY: valid port we own.
+            let r = unsafe { dpdk_sys::rte_eth_promiscuous_enable(self.id) };
+            ("rte_eth_promiscuous_enable", r)
+        } else {
+            // SAFETY: valid port we own.
+            let r = unsafe { dpdk_sys::rte_eth_promiscuous_disable(self.id) };
+            ("rte_eth_promiscuous_disable", r)
+        };
+        if ret < 0 && ret != -95 {
+            check(call, ret)?;
         }
+        Ok(())
+    }
+
+    /// Turn promiscuous mode on or off on a started port.
+    ///
+    /// # Errors
+    /// [`DpdkError::Call`] (not for drivers without the notion).
+    pub fn set_promiscuous(&mut self, on: bool) -> Result<(), DpdkError> {
+        let _g = control_lock();
+        self.apply_promiscuous(on)?;
+        self.cfg.promiscuous = on;
+        Ok(())
+    }
+
+    /// Whether the port is in promiscuous mode (`rte_eth_promiscuous_get`);
+    /// `None` when the driver does not say.
+    pub fn promiscuous(&self) -> Option<bool> {
+        // SAFETY: valid port; a plain query.
+        match unsafe { dpdk_sys::rte_eth_promiscuous_get(self.id) } {
+            1 => Some(true),
+            0 => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Let the port receive frames for `mac` as well as its own
+    /// (`rte_eth_dev_mac_addr_add`, pool 0): for a device that uses a MAC
+    /// other than the port's without promiscuous mode.
+    ///
+    /// # Errors
+    /// [`DpdkError::Call`]: e.g. ENOTSUP from drivers without MAC filters
+    /// (memif, ring, pcap, which pass every frame anyway), ENOSPC when the
+    /// filter table is full.
+    pub fn add_mac_addr(&self, mac: [u8; 6]) -> Result<(), DpdkError> {
+        let _g = control_lock();
+        let mut a = dpdk_sys::rte_ether_addr { addr_bytes: mac };
+        // SAFETY: valid port; `a` is a valid, initialised address.
+        check("rte_eth_dev_mac_addr_add", unsafe {
+            dpdk_sys::rte_eth_dev_mac_addr_add(self.id, &mut a, 0)
+        })?;
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{eal, unique};
-use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
+use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, PortConfig, DEFAULT_DATA_ROOM};
 use roce_stack::backend::pump;
 use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
 use roce_stack::transport::av::AddressVector;
@@ -78,6 +78,9 @@ fn tap_frames_reach_the_kernel_interface_and_back() {
     io.port()
         .wait_link_up(Duration::from_secs(10))
         .expect("tap link up");
+    // Promiscuous mode is an explicit option, off by default.
+    assert!(!PortConfig::default().promiscuous);
+    assert_eq!(io.port().promiscuous(), Some(false));
     assert!(Path::new(&format!("/sys/class/net/{ifname}")).exists());
 
     // Side 0 is the device behind the TAP; side 1 only supplies addresses.
@@ -163,6 +166,21 @@ fn tap_frames_reach_the_kernel_interface_and_back() {
         },
     )
     .unwrap();
+    // A frame for another MAC reaches the device (net_tap does not filter)
+    // and is dropped there, counted, without consuming the receive WQE.
+    let mut foreign = inbound.clone();
+    foreign[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x77]);
+    kernel_send(&ifname, &foreign);
+    let guard = Instant::now();
+    while dev.counters().rx_dmac_mismatch == 0 {
+        pump(&mut dev, &mut io, clock.now(), 32).unwrap();
+        assert!(
+            guard.elapsed() < Duration::from_secs(60),
+            "foreign frame never seen: {:?}",
+            dev.counters()
+        );
+    }
+    assert!(dev.cq(c.cq[0]).unwrap().is_empty());
     kernel_send(&ifname, &inbound);
     let guard = Instant::now();
     while dev.cq(c.cq[0]).unwrap().is_empty() {

@@ -365,17 +365,28 @@ fn open_dpdk_with(
             e,
         )
     })?;
-    let port = DpdkPort::new(port).map_err(dpdk)?;
+    let mut port = DpdkPort::new(port).map_err(dpdk)?;
     if let Some(t) = link_timeout {
         port.port().wait_link_up(t).map_err(dpdk)?;
     }
-    let mac = match o.mac {
-        Some(m) => m,
-        None => port
-            .port()
-            .mac_addr()
-            .map_err(|e| BackendError::with("dpdk: port MAC", e))?,
-    };
+    let port_mac = port
+        .port()
+        .mac_addr()
+        .map_err(|e| BackendError::with("dpdk: port MAC", e))?;
+    let mac = o.mac.unwrap_or(port_mac);
+    if mac != port_mac {
+        // The port is not promiscuous (dpdk-glue `PortConfig`): let it take
+        // the device's own MAC too. Drivers without MAC filters (memif,
+        // ring: ENOTSUP) pass every frame anyway; a full filter table falls
+        // back to promiscuous mode.
+        match port.port().add_mac_addr(mac) {
+            Ok(()) | Err(dpdk_glue::DpdkError::Call { errno: 95, .. }) => {}
+            Err(_) => port
+                .port_mut()
+                .set_promiscuous(true)
+                .map_err(|e| BackendError::with("dpdk: promiscuous mode for --mac", e))?,
+        }
+    }
     Ok(Opened {
         io: AnyIo::new(port),
         ip,

@@ -43,6 +43,24 @@ counters! {
     rx_pkey_mismatch,
     /// Destination address not in the GID table, or source not the QP's peer.
     rx_addr_mismatch,
+    /// RoCE frames whose destination MAC is not the port's
+    /// (`DeviceConfig::mac`): another unicast MAC, or a broadcast/multicast
+    /// one (RFC 1122 §3.3.6: a unicast datagram that came as link-layer
+    /// broadcast is discarded; Linux drops `PACKET_OTHERHOST` frames before
+    /// IP). Not checked with `DeviceConfig::promiscuous`.
+    rx_dmac_mismatch,
+    /// RoCE frames whose VLAN ID is not the one of the QP's address vector
+    /// (RC/UC) or of the port (`DeviceConfig::vlan`, UD); untagged and
+    /// priority-tagged (VID 0, IEEE 802.1Q §9.6) frames count as VLAN none.
+    rx_vlan_mismatch,
+    /// Frames of an EtherType that is neither IPv4, IPv6, RoCEv1 nor MAC
+    /// control (ARP and others that no neighbour handler took).
+    rx_other_ethertype,
+    /// IPv4/IPv6 packets that are not UDP (TCP, ICMP that no neighbour
+    /// handler took, ...).
+    rx_other_ip_protocol,
+    /// UDP datagrams to a port other than 4791 (DHCP, DNS, ...).
+    rx_other_udp_port,
     /// Responder: request PSN after ePSN (mlx5 `out_of_sequence`).
     out_of_sequence,
     /// Requester: sequence-error NAKs received (mlx5 `packet_seq_err`).
@@ -91,6 +109,21 @@ counters! {
     rx_no_rwqe,
     /// UC: packets of broken messages dropped.
     uc_dropped,
+    /// Receive completions with status SUCCESS: SEND and WRITE with
+    /// immediate, every transport (rxe `rdma_recvs`).
+    rdma_recvs,
+    /// SEND WQEs completed with status SUCCESS, signalled or not (rxe
+    /// `rdma_sends`; rxe also counts SENDs that complete in error).
+    rdma_sends,
+    /// Requester: responses whose AETH MSN is smaller than that of an
+    /// earlier response counting through the same or an earlier PSN (the
+    /// responder's count of completed messages went backwards; see
+    /// `transport::rc::completer`).
+    resp_msn_backwards,
+    /// Requester: responses whose AETH MSN counts more messages than were
+    /// ever sent (the MSN starts at 0 and counts one per message: rxe
+    /// `resp.msn`, ROCEV2-DIGEST §5 "MSN"), i.e. it skipped values.
+    resp_msn_skipped,
     /// Responder: RDMA WRITE requests executed (mlx5 `rx_write_requests`).
     rx_write_requests,
     /// Responder: RDMA READ requests executed (mlx5 `rx_read_requests`).

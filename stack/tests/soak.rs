@@ -215,6 +215,14 @@ fn soak(seed: u64, faults: Faults, mtu: Mtu, n: u64) {
         p.dev[0].counters(),
         p.stats
     );
+    // Loss, duplication and reordering never make a correct responder's
+    // MSN look backwards or skipped (it only grows, one per message).
+    let c0 = p.dev[0].counters();
+    assert_eq!(
+        (c0.resp_msn_backwards, c0.resp_msn_skipped),
+        (0, 0),
+        "seed {seed}: MSN anomalies"
+    );
     // Side 1's memory: the WRITE slots, and the atomic cell added exactly once each.
     let mb = p.dev[1].mr(b.lkey).unwrap().as_slice().to_vec();
     assert!(
@@ -1137,7 +1145,14 @@ impl Run {
             }
         }
         for s in 0..2 {
-            assert_eq!(self.p.dev[s].counters().cq_overrun, 0, "{}", self.cfg.name);
+            let c = self.p.dev[s].counters();
+            assert_eq!(c.cq_overrun, 0, "{}", self.cfg.name);
+            assert_eq!(
+                (c.resp_msn_backwards, c.resp_msn_skipped),
+                (0, 0),
+                "{}: MSN anomalies",
+                self.cfg.name
+            );
         }
         self.fig.wall = wall.elapsed();
         self.fig.virtual_ns = self.p.now.as_nanos();

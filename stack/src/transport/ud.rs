@@ -82,6 +82,7 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
             return None;
         }
         let n = repr.finalize(buf, len).ok()?;
+        ctx.counters.rdma_sends += 1;
         if w.signaled() {
             let wc = send_wc(qp.qpn, w, WcStatus::Success);
             ctx.complete(qp.send_cq, wc);
@@ -140,6 +141,7 @@ pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_
         wc.imm_data = imm;
         wc.wc_flags |= WcFlags::WITH_IMM;
     }
+    ctx.counters.rdma_recvs += 1;
     ctx.complete(qp.recv_cq, wc);
     qp.rq.pop();
     false

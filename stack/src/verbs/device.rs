@@ -9,6 +9,14 @@
 //!    [`Device::handle_timeout`] once it has passed;
 //! 4. [`Device::poll_cq`] and [`Device::poll_event`] for completions and events.
 //!
+//! Received frames are checked as a host's network stack and rxe check them
+//! (see [`Device::handle_frame`]): the destination MAC must be the port's
+//! ([`DeviceConfig::mac`], unless [`DeviceConfig::promiscuous`]), the
+//! destination IP one of the GIDs, the VLAN that of the QP's path (or the
+//! port's, [`DeviceConfig::vlan`], for UD); every frame that is not taken
+//! increments exactly one named counter ([`Counters`], the parser's drop
+//! counters, or the pause counters).
+//!
 //! Idle QPs cost nothing per poll: only QPs with work are on the active list,
 //! and timers sit in an ordered set with exactly one entry per armed QP timer
 //! (a cancelled timer is removed at once), so [`Device::poll_timeout`] is exact
@@ -36,7 +44,7 @@ use crate::pfc::pause::{Disposition, PauseConfig, PauseState, RxPauseCounters};
 
 use super::cq::Cq;
 use super::mr::{Mr, MrMem, MrTable};
-use super::qp::{transition_masks, Qp, QpAttr, QpInitAttr, VerbsError};
+use super::qp::{transition_masks, Qp, QpAttr, QpInfo, QpInitAttr, VerbsError};
 use super::types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType};
 use super::wr::{RecvWr, SendWr, Wc};
 use crate::backend::TxFrame;
@@ -47,8 +55,9 @@ use crate::transport::psn::Psn;
 use crate::transport::ZeroCopy;
 use crate::transport::{rc, uc, ud};
 use crate::wire::{
-    DropCounters, Error as WireError, EthRepr, Ipv4Repr, Ipv6Repr, NetInfo, NetRepr, RocePacket,
-    Transport, UdpChecksum, UdpRepr, VlanTag, ROCEV2_UDP_PORT,
+    DropCounters, Error as WireError, EthRepr, Ipv4Repr, Ipv6Repr, L2Info, NetInfo, NetRepr,
+    RocePacket, Transport, UdpChecksum, UdpRepr, VlanTag, ETHERTYPE_IPV4, ETHERTYPE_IPV6,
+    ROCEV2_UDP_PORT,
 };
 use std::sync::Arc;
 
@@ -91,6 +100,19 @@ pub struct DeviceConfig {
     /// and from 2048 bytes (cold payloads, the usual case for large
     /// messages) the reference wins.
     pub zero_copy_min_bytes: usize,
+    /// Accept RoCE frames whatever their destination MAC (default `false`:
+    /// only frames to [`DeviceConfig::mac`] are taken, the others count
+    /// `rx_dmac_mismatch`, as a host's IP layer drops frames for another
+    /// host, RFC 1122 §3.3.6 / Linux `PACKET_OTHERHOST`). For tools that
+    /// feed captures whose MACs were rewritten.
+    pub promiscuous: bool,
+    /// The port's VLAN: `Some(vid)` when the port is a VLAN interface, so UD
+    /// QPs take only frames tagged with `vid`; `None` (default): UD QPs take
+    /// untagged and priority-tagged (VID 0) frames only. RC and UC QPs take
+    /// only frames with the VLAN of their address vector (none: untagged or
+    /// VID 0). Other frames count `rx_vlan_mismatch` (rxe: a frame matches
+    /// only the GIDs of the netdev, base or VLAN, it arrived on).
+    pub vlan: Option<u16>,
 }
 
 /// How the port honours pause frames (IEEE 802.1Qbb clause 36, 802.3
@@ -131,6 +153,8 @@ impl Default for DeviceConfig {
             cc: CcConfig::default(),
             flow_control: FlowControlConfig::default(),
             zero_copy_min_bytes: 2048,
+            promiscuous: false,
+            vlan: None,
         }
     }
 }
@@ -397,6 +421,28 @@ fn cnp_priority(cfg: &DeviceConfig) -> u8 {
     }
 }
 
+/// The VLAN ID of `frame` (0 when untagged; VID 0 is a priority tag, IEEE
+/// 802.1Q §9.6, and means no VLAN).
+#[inline]
+fn frame_vid(frame: &[u8]) -> u16 {
+    match frame.get(12..16) {
+        Some(&[0x81, 0x00, hi, lo]) => u16::from_be_bytes([hi, lo]) & 0x0FFF,
+        _ => 0,
+    }
+}
+
+/// The VLAN ID a QP takes frames from: its address vector's for RC/UC, the
+/// port's for UD (0: untagged).
+#[inline]
+fn qp_vid(cfg: &DeviceConfig, qp: &Qp) -> u16 {
+    let vid = if qp.qp_type == QpType::Ud {
+        cfg.vlan
+    } else {
+        qp.attr.ah_attr.vlan.map(|t| t.vid)
+    };
+    vid.unwrap_or(0) & 0x0FFF
+}
+
 /// Notification point (RoCEv2 Annex A17.9.3; DCQCN NP): a CE-marked RoCEv2
 /// packet was accepted for `qp`. Counts it and, if the NP is enabled and the
 /// flow's rate limit allows, queues a CNP to the packet's sender: for RC/UC
@@ -592,12 +638,41 @@ impl Device {
         }
     }
 
-    /// A frame that is not RoCE: PFC and PAUSE frames update the pause state.
+    /// A frame that is not RoCE: PFC and PAUSE frames update the pause state
+    /// (and are counted there); anything else is counted by what it is.
     #[cold]
     #[inline(never)]
     fn handle_mac_control(&mut self, now: Instant, frame: &[u8]) {
-        if let Disposition::Applied { .. } = self.pause.handle_frame(now, frame) {
-            self.pause_armed = self.pause.paused_mask(now) != 0;
+        match self.pause.handle_frame(now, frame) {
+            Disposition::Applied { .. } => {
+                self.pause_armed = self.pause.paused_mask(now) != 0;
+            }
+            Disposition::Ignored | Disposition::Dropped(_) => {}
+            Disposition::NotMacControl => self.count_other(frame),
+        }
+    }
+
+    /// Count a frame that is neither RoCE nor MAC control (the parser said
+    /// `NotRoce`): by EtherType, IP protocol, or UDP port.
+    fn count_other(&mut self, frame: &[u8]) {
+        let c = &mut self.counters;
+        let Ok(l2) = L2Info::parse(frame) else {
+            c.rx_other_ethertype += 1;
+            return;
+        };
+        let l3 = frame.get(l2.header_len()..).unwrap_or(&[]);
+        let proto = match l2.ethertype {
+            ETHERTYPE_IPV4 => l3.get(9),
+            ETHERTYPE_IPV6 => l3.get(6),
+            _ => {
+                c.rx_other_ethertype += 1;
+                return;
+            }
+        };
+        if proto == Some(&17) {
+            c.rx_other_udp_port += 1;
+        } else {
+            c.rx_other_ip_protocol += 1;
         }
     }
 
@@ -910,6 +985,14 @@ impl Device {
         self.qps.get(&qpn)
     }
 
+    /// The transport state of QP `qpn` now (`ibv_query_qp`'s live PSNs as
+    /// rxe reports them, and what `rdma res show qp` prints: `sq-psn`,
+    /// `rq-psn`; plus the MSNs and the last acknowledged PSN); `None` if the
+    /// QP does not exist. See [`QpInfo`].
+    pub fn query_qp(&self, qpn: u32) -> Option<QpInfo> {
+        self.qps.get(&qpn).map(Qp::info)
+    }
+
     /// Change QP attributes and state (`ibv_modify_qp`), following the IBTA
     /// state machine (IBTA 1.7 §10.3.1; ROCEV2-DIGEST §5 table of required
     /// attributes; RESET→ERR is illegal). Errors are typed: an illegal move,
@@ -1012,6 +1095,8 @@ impl Device {
         if mask.contains(QpAttrMask::RQ_PSN) {
             a.rq_psn = attr.rq_psn & 0x00FF_FFFF;
             qp.resp.epsn = Psn::new(attr.rq_psn);
+            qp.resp.ack_psn = qp.resp.epsn;
+            qp.resp.ack_msn = qp.resp.msn;
         }
         if mask.contains(QpAttrMask::SQ_PSN) {
             a.sq_psn = attr.sq_psn & 0x00FF_FFFF;
@@ -1120,8 +1205,19 @@ impl Device {
         }
     }
 
-    /// Handle one received Ethernet frame at time `now`. Malformed frames,
-    /// frames with a bad ICRC and frames for unknown QPs are dropped and counted.
+    /// Handle one received Ethernet frame at time `now`.
+    ///
+    /// Every frame is either taken or dropped with a named counter
+    /// ([`Counters`], [`Device::drop_counters`], [`Device::pause_counters`]):
+    /// malformed frames (`rx_parse_drops`, per reason in the drop counters),
+    /// PFC and PAUSE frames (the pause counters), other traffic
+    /// (`rx_other_ethertype`, `rx_other_ip_protocol`, `rx_other_udp_port`),
+    /// and RoCE packets, checked in this order: destination MAC
+    /// (`rx_dmac_mismatch`), destination GID (`rx_addr_mismatch`), CNP, QP
+    /// (`rx_qp_not_found`), P_Key (`rx_pkey_mismatch`), opcode against the
+    /// QP's transport (`rx_opcode_qp_mismatch`), QP state
+    /// (`rx_qp_bad_state`), VLAN (`rx_vlan_mismatch`), source GID for RC/UC
+    /// (`rx_addr_mismatch`); then the transport's own checks.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.counters.rx_frames += 1;
         let pkt = match RocePacket::parse(frame) {
@@ -1136,6 +1232,12 @@ impl Device {
                 return;
             }
         };
+        // The frame must be addressed to our MAC (a parsed frame holds at
+        // least the Ethernet header).
+        if !self.cfg.promiscuous && frame.get(..6) != Some(&self.cfg.mac[..]) {
+            self.counters.rx_dmac_mismatch += 1;
+            return;
+        }
         // The packet must be addressed to one of our GIDs.
         let net = pkt.net();
         let dst = Gid::from_ip(net.dst());
@@ -1146,7 +1248,7 @@ impl Device {
         let info = pkt.bth().opcode.info();
         if info.transport == Transport::Cnp {
             self.counters.rx_cnp += 1;
-            self.handle_cnp(now, pkt.bth().dest_qp);
+            self.handle_cnp(now, pkt.bth().dest_qp, frame_vid(frame));
             return;
         }
         let qpn = pkt.bth().dest_qp;
@@ -1173,6 +1275,10 @@ impl Device {
             QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
         ) {
             self.counters.rx_qp_bad_state += 1;
+            return;
+        }
+        if frame_vid(frame) != qp_vid(&self.cfg, qp) {
+            self.counters.rx_vlan_mismatch += 1;
             return;
         }
         if qp.qp_type != QpType::Ud && Gid::from_ip(net.src()) != qp.attr.ah_attr.dgid {
@@ -1211,11 +1317,15 @@ impl Device {
     /// BECN bit are not checked (any CNP to the QPN counts, as on ConnectX).
     #[cold]
     #[inline(never)]
-    fn handle_cnp(&mut self, now: Instant, qpn: u32) {
+    fn handle_cnp(&mut self, now: Instant, qpn: u32, vid: u16) {
         let Some(qp) = self.qps.get(&qpn) else {
             self.counters.rx_cnp_qp_not_found += 1;
             return;
         };
+        if vid != qp_vid(&self.cfg, qp) {
+            self.counters.rx_vlan_mismatch += 1;
+            return;
+        }
         let sending = matches!(qp.state, QpState::Rts | QpState::Sqd);
         let Some(cc) = self.cc_qps.get_mut(&qpn) else {
             self.counters.rx_cnp_qp_not_found += 1;

@@ -12,7 +12,7 @@ pub mod wr;
 pub use cq::Cq;
 pub use device::{AsyncEvent, Device, DeviceConfig, FlowControlConfig, MrKeys};
 pub use mr::Mr;
-pub use qp::{Qp, QpAttr, QpCap, QpInitAttr, VerbsError};
+pub use qp::{Qp, QpAttr, QpCap, QpInfo, QpInitAttr, VerbsError};
 pub use types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType, WcStatus};
 pub use wr::{
     NetworkHdrType, RecvWr, SendFlags, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode, WrOpcode,

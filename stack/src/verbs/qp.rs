@@ -9,6 +9,88 @@ use crate::transport::av::AddressVector;
 use crate::transport::psn::Psn;
 use crate::transport::rc::responder::RespState;
 
+/// A snapshot of a QP's transport state (`ibv_query_qp` plus what `rdma res
+/// show qp` prints for rxe), from [`Qp::info`] or
+/// [`crate::verbs::Device::query_qp`]. PSNs and MSNs are 24-bit values.
+///
+/// As rxe's `rxe_qp_to_attr`, the PSNs are the live ones, not the
+/// attributes last given to `modify_qp`: `sq_psn` is the next PSN the
+/// requester sends (rxe `qp->req.psn`, `rdma res show qp` `sq-psn`),
+/// `rq_psn` the responder's expected PSN (rxe `qp->resp.psn`, `rq-psn`).
+/// Its [`Display`](core::fmt::Display) prints them in `rdma res show qp`
+/// style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QpInfo {
+    /// Local QPN (`lqpn`).
+    pub qpn: u32,
+    /// Remote QPN (`rqpn`; 0 for UD).
+    pub dest_qp_num: u32,
+    /// Transport service.
+    pub qp_type: QpType,
+    /// State.
+    pub state: QpState,
+    /// Path MTU in effect, bytes.
+    pub pmtu: u32,
+    /// Requester: next PSN to send (`sq-psn`).
+    pub sq_psn: u32,
+    /// Responder: expected PSN, ePSN (`rq-psn`).
+    pub rq_psn: u32,
+    /// Responder: messages completed, the MSN its AETHs carry (starts at 0;
+    /// ROCEV2-DIGEST §5 "MSN").
+    pub msn: u32,
+    /// Requester: the last PSN acknowledged (the oldest unacknowledged PSN
+    /// minus one; `sq_psn - 1` when nothing is outstanding).
+    pub last_acked_psn: u32,
+    /// Requester: PSNs sent and not yet acknowledged.
+    pub unacked_psns: u32,
+    /// Requester: the MSN of the last response that carried an AETH (0
+    /// before any).
+    pub peer_msn: u32,
+    /// Requester: messages started (the SSN of the last one).
+    pub ssn: u32,
+    /// Send WQEs posted and not completed.
+    pub sq_outstanding: u64,
+    /// Receive WQEs posted and not consumed.
+    pub rq_outstanding: u64,
+    /// Retries left after ACK timeouts and sequence NAKs.
+    pub retry_cnt_left: u8,
+    /// RNR retries left (7: infinite).
+    pub rnr_retry_left: u8,
+}
+
+impl core::fmt::Display for QpInfo {
+    /// `lqpn 17 rqpn 18 type RC state RTS rq-psn 256 sq-psn 512 msn 0
+    /// last-acked-psn 511 path-mtu 1024`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let t = match self.qp_type {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        };
+        let st = match self.state {
+            QpState::Reset => "RESET",
+            QpState::Init => "INIT",
+            QpState::Rtr => "RTR",
+            QpState::Rts => "RTS",
+            QpState::Sqd => "SQD",
+            QpState::Sqe => "SQE",
+            QpState::Err => "ERR",
+        };
+        write!(
+            f,
+            "lqpn {} rqpn {} type {t} state {st} rq-psn {} sq-psn {} msn {} \
+             last-acked-psn {} path-mtu {}",
+            self.qpn,
+            self.dest_qp_num,
+            self.rq_psn,
+            self.sq_psn,
+            self.msn,
+            self.last_acked_psn,
+            self.pmtu
+        )
+    }
+}
+
 /// Queue capacities requested at creation (`struct ibv_qp_cap`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QpCap {
@@ -432,6 +514,10 @@ pub(crate) struct ReqState {
     pub offset: u32,
     /// Packets sent since the last AckReq.
     pub noack_pkts: u32,
+    /// Messages (WQEs) started so far, modulo 2^24: the send sequence
+    /// number of the last WQE whose first packet left (the first WQE has
+    /// SSN 1; the responder's MSN, which starts at 0, can never be larger).
+    pub ssn: u32,
 }
 
 /// Completer progress (rxe `qp->comp`).
@@ -452,6 +538,10 @@ pub(crate) struct CompState {
     /// the first attempt would otherwise each start one); the ACK timer
     /// still retries.
     pub retry_from: Option<Psn>,
+    /// The AETH MSN of the last response that carried one, and that
+    /// response's PSN (`None` before the first).
+    pub msn: u32,
+    pub msn_psn: Option<Psn>,
 }
 
 /// A queue pair.
@@ -585,6 +675,27 @@ impl Qp {
     /// Receive WQEs posted and not consumed.
     pub fn rq_outstanding(&self) -> u64 {
         self.rq.len()
+    }
+    /// The transport state now: PSNs, MSNs, queue fill ([`QpInfo`]).
+    pub fn info(&self) -> QpInfo {
+        QpInfo {
+            qpn: self.qpn,
+            dest_qp_num: self.attr.dest_qp_num,
+            qp_type: self.qp_type,
+            state: self.state,
+            pmtu: self.pmtu,
+            sq_psn: self.req.psn.value(),
+            rq_psn: self.resp.epsn.value(),
+            msn: self.resp.msn,
+            last_acked_psn: self.comp.psn.sub(1).value(),
+            unacked_psns: self.req.psn.diff(self.comp.psn).max(0) as u32,
+            peer_msn: self.comp.msn,
+            ssn: self.req.ssn,
+            sq_outstanding: self.sq.len(),
+            rq_outstanding: self.rq.len(),
+            retry_cnt_left: self.comp.retry_cnt,
+            rnr_retry_left: self.comp.rnr_retry,
+        }
     }
 
     /// Reset every queue and transport state (modify to RESET; CASES R22).

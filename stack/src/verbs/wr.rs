@@ -55,6 +55,13 @@ impl WrOpcode {
             WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
         )
     }
+    /// SEND (with or without immediate or invalidate).
+    pub fn is_send(self) -> bool {
+        matches!(
+            self,
+            WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv
+        )
+    }
     /// Atomic.
     pub fn is_atomic(self) -> bool {
         matches!(

@@ -253,3 +253,83 @@ pub fn post_recv(s: &mut Setup, side: usize, wr_id: u64, addr: u64, len: u32) {
 pub fn ack_timeout(code: u32) -> Duration {
     Duration::from_nanos(4096 << code)
 }
+
+/// The ICRC of an untagged or 802.1Q-tagged RoCEv2-over-IPv4 frame whose
+/// IPv4 header has no options, computed independently of the stack: the
+/// `crc` crate's CRC-32 (ISO-HDLC, the Ethernet CRC) over `FF x 8 | IPv4
+/// header | UDP header | BTH | rest`, with TOS, TTL, the IPv4 and UDP
+/// checksums and BTH byte 4 forced to ones (ROCEV2-DIGEST §4, RoCEv2
+/// Annex A17.3.3), written least significant byte first.
+pub fn reference_icrc_v4(frame: &[u8]) -> [u8; 4] {
+    const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+    let l3 = if frame[12..14] == [0x81, 0x00] {
+        18
+    } else {
+        14
+    };
+    let total = u16::from_be_bytes([frame[l3 + 2], frame[l3 + 3]]) as usize;
+    let mut p = vec![0xFFu8; 8];
+    p.extend_from_slice(&frame[l3..l3 + total - 4]);
+    let h = &mut p[8..];
+    h[1] = 0xFF;
+    h[8] = 0xFF;
+    h[10..12].fill(0xFF);
+    h[26..28].fill(0xFF);
+    h[28 + 4] = 0xFF;
+    CRC32.checksum(&p).to_le_bytes()
+}
+
+/// RFC 791 header checksum of the 20-byte IPv4 header at `h` (checksum field
+/// taken as 0).
+pub fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum = 0u32;
+    for (i, w) in h[..20].chunks(2).enumerate() {
+        if i != 5 {
+            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// `frame` (an untagged RoCEv2/IPv4 frame as [`roce_stack::testing::Pair::frame`]
+/// builds it) with everything after its extension headers replaced by
+/// `body` (payload bytes followed by pad bytes) and BTH PadCnt set to `pad`:
+/// for requests whose PadCnt or length a correct sender would never
+/// produce. IPv4 total length and checksum, UDP length and the ICRC
+/// ([`reference_icrc_v4`]) are rewritten to match; frames under 60 bytes are
+/// zero-padded (Ethernet padding, outside every length).
+pub fn with_body(frame: &[u8], ext_len: usize, body: &[u8], pad: u8) -> Vec<u8> {
+    let bth = 14 + 20 + 8;
+    let data = bth + 12 + ext_len;
+    let mut f = frame[..data].to_vec();
+    f.extend_from_slice(body);
+    f.extend_from_slice(&[0; 4]);
+    let ip_len = (f.len() - 14) as u16;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    let udp_len = ip_len - 20;
+    f[38..40].copy_from_slice(&udp_len.to_be_bytes());
+    f[40..42].fill(0); // UDP checksum 0 (IPv4)
+    let ck = ipv4_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&ck.to_be_bytes());
+    f[bth + 1] = (f[bth + 1] & !0x30) | ((pad & 3) << 4);
+    let icrc = reference_icrc_v4(&f);
+    let n = f.len();
+    f[n - 4..].copy_from_slice(&icrc);
+    if f.len() < 60 {
+        f.resize(60, 0);
+    }
+    f
+}
+
+/// `frame` with an 802.1Q tag (PCP 0, VLAN `vid`) inserted after the MACs.
+/// The tag is outside the ICRC (ROCEV2-DIGEST §1), so nothing else changes.
+pub fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
+    let mut f = frame[..12].to_vec();
+    f.extend_from_slice(&[0x81, 0x00]);
+    f.extend_from_slice(&(vid & 0x0FFF).to_be_bytes());
+    f.extend_from_slice(&frame[12..]);
+    f
+}

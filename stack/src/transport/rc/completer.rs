@@ -35,6 +35,18 @@
 //!   other code): the head WQE completes with `REM_INV_REQ_ERR` /
 //!   `REM_ACCESS_ERR` / `REM_OP_ERR` (rxe's mapping, ROCEV2-DIGEST §5), and
 //!   the QP enters ERR, flushing the rest in posting order (CASES R18).
+//! - A READ response must have the opcode its PSN calls for, exactly the
+//!   expected payload (PMTU bytes for FIRST/MIDDLE) and a pad that makes
+//!   payload + pad whole 4-byte words (BTH PadCnt, IBTA 1.7 §9.2), else it
+//!   is dropped (`resp_unexpected`).
+//! - AETH MSN: completion goes by PSN (as in rxe, whose completer never reads
+//!   the MSN); the MSN is only checked and counted (`check_msn`): backwards
+//!   against an earlier response (`resp_msn_backwards`), or beyond the
+//!   messages sent (`resp_msn_skipped`). The requester numbers its messages
+//!   as it starts them (`req.ssn`; the first WQE is SSN 1, the responder's
+//!   MSN starts at 0: MindShare, *InfiniBand Network Architecture* ch. 17).
+//! - `rdma_sends` counts SEND WQEs as they complete successfully (rxe's
+//!   completer counts every SEND WQE it completes, errors included).
 
 use crate::time::Instant;
 use crate::transport::psn::Psn;
@@ -76,6 +88,9 @@ fn ack_up_to(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn) -> AckResult {
         }
         let last = w.last_psn();
         if p.at_or_after(last) && w.sent {
+            if w.opcode.is_send() {
+                ctx.counters.rdma_sends += 1;
+            }
             if w.signaled() {
                 let wc = send_wc(qp.qpn, w, WcStatus::Success);
                 ctx.complete(qp.send_cq, wc);
@@ -150,6 +165,37 @@ fn retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
     true
 }
 
+/// Check the AETH MSN of a response (in the window) that counts the
+/// messages completed through PSN `p` against the previous one and the
+/// messages sent; count, never drop: the MSN is advisory for a requester
+/// that completes by PSN (rxe's completer does not read it either).
+///
+/// - `resp_msn_backwards`: `msn` is before the MSN of a response that
+///   counted through the same or an earlier PSN. The count through a PSN
+///   never shrinks, so a responder whose every answer (duplicates' included)
+///   carries the count as of the request it answers, as ours does, never
+///   causes this, whatever the network reorders; a response through an
+///   earlier PSN than the last one (the answer to a retry) is not compared.
+///   A responder that puts its current MSN into replays (rxe, rdmavt) can
+///   cause it when an older response arrives after a replay.
+/// - `resp_msn_skipped`: `msn` counts more messages than were started
+///   (`req.ssn`): the responder's MSN starts at 0 when its QP is created or
+///   reset (rxe `rxe_qp_init_resp`; MindShare, *InfiniBand Network
+///   Architecture*, ch. 17 "Initial State of MSN and SSN") and grows by one
+///   per completed message, so it can never pass the SSN of the last message
+///   sent.
+fn check_msn(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn, msn: u32) {
+    let m = Psn::new(msn);
+    let later = qp.comp.msn_psn.map_or(true, |lp| p.at_or_after(lp));
+    if later && m.before(Psn::new(qp.comp.msn)) {
+        ctx.counters.resp_msn_backwards += 1;
+    } else if m.diff(Psn::new(qp.req.ssn)) > 0 {
+        ctx.counters.resp_msn_skipped += 1;
+    }
+    qp.comp.msn = m.value();
+    qp.comp.msn_psn = Some(p);
+}
+
 /// Handle a response packet (ACK/NAK, READ response, ATOMIC ACKNOWLEDGE).
 /// Returns whether the QP has something new to send.
 pub(crate) fn handle_response(
@@ -173,6 +219,16 @@ pub(crate) fn handle_response(
     if p.before(qp.comp.psn) {
         ctx.counters.resp_duplicate += 1;
         return false;
+    }
+    if let Some(aeth) = pkt.ext().aeth() {
+        // A NAK (RNR, sequence or error) for PSN p reports the messages
+        // completed before p; an ACK or a READ/ATOMIC response those
+        // through p.
+        let through = match aeth.kind() {
+            AethSyndrome::Ack { .. } => p,
+            _ => p.sub(1),
+        };
+        check_msn(qp, ctx, through, aeth.msn);
     }
     let info = pkt.bth().opcode.info();
     match info.kind {
@@ -376,7 +432,11 @@ fn read_response(
         Position::Only | Position::Last => at_last,
         Position::First | Position::Middle => !at_last,
     };
-    if !pos_ok || pkt.payload().len() != expect as usize {
+    // FIRST/MIDDLE carry exactly PMTU bytes, and payload + pad is a whole
+    // number of 4-byte words (BTH PadCnt, IBTA 1.7 §9.2), so FIRST/MIDDLE
+    // have PadCnt 0.
+    let words = (pkt.payload().len() + usize::from(pkt.pad())) % 4 == 0;
+    if !pos_ok || pkt.payload().len() != expect as usize || !words {
         ctx.counters.resp_unexpected += 1;
         return false;
     }

@@ -28,7 +28,7 @@
 
 use crate::icrc::{self, IcrcForm};
 use crate::time::Instant;
-use crate::transport::psn::Psn;
+use crate::transport::psn::{Psn, PSN_MASK};
 use crate::transport::{ack_timeout, fail_head, gather, send_wc};
 use crate::verbs::device::{Ctx, TimerKind};
 use crate::verbs::qp::{Qp, RequestHeader, SendWqe};
@@ -260,6 +260,9 @@ pub(crate) fn produce(
     // Bookkeeping.
     let wqe = qp.sq.get_mut(idx)?;
     if first {
+        if !wqe.started {
+            qp.req.ssn = (qp.req.ssn + 1) & PSN_MASK;
+        }
         // (Re)starting the WQE from its beginning assigns its PSN range.
         wqe.first_psn = psn;
         wqe.npkts = if opcode.is_atomic() {
@@ -287,6 +290,9 @@ pub(crate) fn produce(
     } else if last {
         // UC: complete on transmission.
         if let Some(w) = qp.sq.get(qp.sq.head()) {
+            if w.opcode.is_send() {
+                ctx.counters.rdma_sends += 1;
+            }
             if w.signaled() {
                 let wc = send_wc(qp.qpn, w, WcStatus::Success);
                 ctx.complete(qp.send_cq, wc);

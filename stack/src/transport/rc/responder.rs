@@ -1,40 +1,98 @@
 //! RC (and UC) responder (IBTA 1.7 §9.7.4, §9.7.5.2; rxe `rxe_resp.c`).
 //!
-//! For each inbound request, in order (rxe's CHK_PSN, CHK_OP_SEQ, CHK_OP_VALID,
-//! CHK_RESOURCE, CHK_LENGTH, CHK_RKEY, EXECUTE):
+//! # Check order
 //!
-//! 1. PSN == ePSN is processed. PSN after ePSN: one sequence-error NAK carrying
-//!    ePSN per gap (`out_of_sequence`), further packets dropped silently.
-//!    PSN before ePSN is a duplicate (`duplicate_request`): SEND/WRITE are
-//!    re-ACKed with ePSN − 1 and not re-executed; READ is re-executed from the
-//!    stored responder resource (same R_Key, inside the original range); an
-//!    ATOMIC's saved result is replayed, never re-executed.
-//! 2. Opcode sequence: after FIRST/MIDDLE only MIDDLE/LAST of the same kind.
-//! 3. The QP's access flags must allow the operation.
-//! 4. A SEND FIRST/ONLY (or a WRITE with immediate) needs a receive WQE, else an
-//!    RNR NAK with `min_rnr_timer` and no state change. The packets the
-//!    requester sent behind the NAKed one are then dropped silently, as after
-//!    a sequence NAK, until the NAKed PSN comes again (a sequence NAK for them
-//!    would make the requester resend before its RNR wait is over, CASES R15).
-//! 5. Lengths: payload <= PMTU; FIRST/MIDDLE exactly PMTU; LAST 1..=PMTU; a
-//!    WRITE's bytes must add up to its RETH length (<= 2^31); a SEND must fit
-//!    its receive WQE (CASES R10, R24 c).
-//! 6. R_Key, range and rights (zero-length READ/WRITE need none, C9-88);
-//!    atomics 8-byte aligned.
+//! Each inbound request goes through rxe's states in rxe's order (CHK_PSN,
+//! CHK_OP_SEQ, CHK_OP_VALID, CHK_RESOURCE, CHK_LENGTH, CHK_RKEY, EXECUTE);
+//! the first check that fails decides the answer:
+//!
+//! 1. PSN: PSN == ePSN is processed. PSN after
+//!    ePSN: one sequence-error NAK carrying ePSN per gap (`out_of_sequence`,
+//!    `seq_nak_sent`), further packets dropped silently. PSN before ePSN is
+//!    a duplicate (`duplicate_request`, below).
+//! 2. Opcode sequence: after FIRST/MIDDLE only MIDDLE/LAST of
+//!    the same kind; MIDDLE/LAST without FIRST is an error.
+//! 3. QP access: the QP's access flags must allow the
+//!    operation (REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC).
+//! 4. Resources: a SEND (FIRST/ONLY takes the head receive
+//!    WQE, MIDDLE/LAST keep using it) or a WRITE with immediate needs a
+//!    receive WQE, else an RNR NAK with `min_rnr_timer` and no state change
+//!    (a class B error). The packets the requester sent behind the NAKed one
+//!    are then dropped silently, as after a sequence NAK, until the NAKed PSN
+//!    comes again (a sequence NAK for them would make the requester resend
+//!    before its RNR wait is over, CASES R15). A READ or ATOMIC needs
+//!    responder resources (`max_dest_rd_atomic` > 0). So a SEND that is both
+//!    too long and without a receive WQE gets the RNR NAK, as from rxe.
+//! 5. Length (BTH PadCnt, IBTA 1.7 §9.2): the payload and its pad bytes
+//!    fill whole 4-byte words; FIRST and MIDDLE carry exactly PMTU bytes and
+//!    PadCnt 0; LAST 1..=PMTU; ONLY 0..=PMTU; a RETH DMA length is at most
+//!    2^31 (CASES R10, R24 c). rxe checks the pad against the WRITE's
+//!    remaining length in CHK_RKEY; the pad rule is the same for every
+//!    opcode, so it is checked here, once.
+//! 6. R_Key (IBTA 1.7 §9.7.4.1.5): the RETH's R_Key, range and rights (zero-length
+//!    READ/WRITE need none, C9-88); a WRITE's packets must add up to its
+//!    RETH length; an ATOMIC's R_Key and 8-byte range, then its alignment
+//!    (rxe finds a misaligned atomic when executing it: NAK invalid
+//!    request).
+//! 7. Execute: a SEND must fit its receive WQE (LOC_LEN_ERR, CASES R10,
+//!    R24 c); a receive WQE with a bad lkey, range or rights is a malformed
+//!    WQE (NAK remote operational error, LOC_QP_OP_ERR, as rxe).
 //!
 //! Errors of class A/C send a NAK with the failing PSN (invalid request 0x61,
 //! remote access 0x62, remote operational 0x63), complete the receive WQE in
-//! use with an error (a SEND too long for it: `LOC_LEN_ERR`; a receive WQE
-//! whose lkey, range or rights are bad: NAK 0x63 and `LOC_QP_OP_ERR`, as
-//! rxe), and move the QP to ERR, which flushes the other receive WQEs and
-//! drops every later packet (CASES R10). UC never NAKs: a broken message is
-//! dropped and the receiver resynchronises on the next FIRST/ONLY.
+//! use with the error (as rxe's `do_complete` of `resp.wqe`: the WQE a SEND
+//! or a WRITE with immediate took at step 4, or the one of the SEND in
+//! progress), and move the QP to ERR, which flushes the other receive WQEs
+//! and drops every later packet (CASES R10). UC never NAKs: a broken message
+//! is dropped (`uc_dropped`) and the receiver resynchronises on the next
+//! FIRST/ONLY.
 //!
-//! The MSN counts completed inbound messages: last packet of a SEND/WRITE, each
-//! READ request (C9-148), each atomic. ACKs go out for packets with AckReq, for
-//! duplicates, and every `ack_coalesce` packets if configured (CASES R14); an
-//! ACK still waiting to be sent is replaced by a newer one. AETH credits are
-//! sent as 0x1F ("invalid"), as rxe does (ConnectX sends real counts).
+//! # Duplicates
+//!
+//! - SEND/WRITE (C9-105): not re-executed; ACKed again with rxe's
+//!   `ack_psn - 1`: the PSN of the last SEND/WRITE packet or ATOMIC
+//!   executed, not ePSN − 1, which after a READ is that READ's last response
+//!   PSN: an ACK covering the READ would let a requester complete it without
+//!   its data (Linux 4e4c53df5677 "IB/rxe: fix for duplicate request
+//!   processing and ack psns"). ATOMICs move `ack_psn` as in rxe's
+//!   `atomic_reply`; a requester treats an ACK past its unanswered atomic as
+//!   an implied NAK and retries it, which the replay below answers.
+//! - READ: re-executed from the stored responder resource (same R_Key,
+//!   inside the original range), re-reading memory. A replay from the READ's
+//!   first PSN starts with READ_RESPONSE_FIRST (or ONLY); one from a later
+//!   PSN continues the original sequence with MIDDLE ... LAST, as rxe does
+//!   (`duplicate_request`: `rdatm_res_state_replay`), which is what rxe's
+//!   completer accepts after the FIRST or MIDDLE it already has
+//!   (`rxe_comp.c` `check_ack` takes a FIRST mid-stream only at the WQE's
+//!   first PSN). rdmavt/hfi1 restart with FIRST; our completer accepts
+//!   either. A stream of the same READ still being sent restarts from the
+//!   duplicate's PSN instead of a second stream queuing behind it.
+//! - ATOMIC: the saved original value is replayed, never re-executed.
+//! - Not found (no resource, R_Key or range mismatch): dropped
+//!   (`dup_no_resource`).
+//!
+//! # MSN
+//!
+//! The MSN counts completed inbound messages (ROCEV2-DIGEST §5 "MSN"; rxe
+//! `resp.msn`, 0 when the QP is created or reset): the last packet of a
+//! SEND/WRITE, each READ request when it arrives (C9-148), each ATOMIC.
+//! Every AETH carries the MSN as of the request it answers, duplicates'
+//! answers included: a replayed READ response or ATOMIC ACKNOWLEDGE carries
+//! the MSN of the original, a duplicate's ACK the MSN of the ACK for
+//! `ack_psn - 1`. rxe (`prepare_ack_packet`) and rdmavt (`rvt_compute_aeth`)
+//! write their current MSN into replays instead. Both are valid to a
+//! requester that completes by PSN (rxe's completer ignores the MSN); ours
+//! keeps the count through a PSN a function of that PSN, so a requester
+//! can tell a stale response from a replay whatever the network reorders
+//! (our completer's `resp_msn_backwards` relies on it).
+//!
+//! # ACKs
+//!
+//! ACKs go out for packets with AckReq, for duplicates, and every
+//! `ack_coalesce` packets if configured (CASES R14); an ACK still waiting to
+//! be sent is replaced by a newer one and makes an older one unnecessary.
+//! AETH credits are sent as 0x1F ("invalid"), as rxe does (ConnectX sends
+//! real counts).
 
 use std::collections::VecDeque;
 
@@ -61,10 +119,14 @@ pub(crate) enum Resource {
         va: u64,
         rkey: u32,
         len: u32,
+        /// The MSN its responses carried.
+        msn: u32,
     },
     Atomic {
         psn: Psn,
         orig: u64,
+        /// The MSN its ATOMIC ACKNOWLEDGE carried.
+        msn: u32,
     },
 }
 
@@ -103,6 +165,13 @@ pub(crate) enum MsgKind {
 #[derive(Debug)]
 pub(crate) struct RespState {
     pub epsn: Psn,
+    /// One past the last SEND/WRITE packet or ATOMIC executed (rxe
+    /// `resp.ack_psn`): a duplicate SEND/WRITE is acknowledged with
+    /// `ack_psn - 1`, which never covers a READ executed after it.
+    pub ack_psn: Psn,
+    /// The MSN when `ack_psn` last moved: what the ACK for `ack_psn - 1`
+    /// carried (or would have).
+    pub ack_msn: u32,
     pub msn: u32,
     pub nak_sent: bool,
     pub in_msg: Option<MsgKind>,
@@ -125,6 +194,8 @@ impl RespState {
         let n = max_dest_rd_atomic.max(1).next_power_of_two();
         RespState {
             epsn: Psn::default(),
+            ack_psn: Psn::default(),
+            ack_msn: 0,
             msn: 0,
             nak_sent: false,
             in_msg: None,
@@ -160,17 +231,28 @@ impl RespState {
         self.res_next = (self.res_next + 1) % n;
     }
 
-    /// Queue an ACK, replacing one that has not left yet.
+    /// Queue an ACK with the current MSN, replacing one that has not left
+    /// yet.
     fn queue_ack(&mut self, psn: Psn, syndrome: u8) {
-        let item = RespItem::Ack {
-            psn,
-            syndrome,
-            msn: self.msn,
-        };
-        if let Some(RespItem::Ack { syndrome: s, .. }) = self.queue.back() {
+        self.queue_ack_msn(psn, syndrome, self.msn);
+    }
+
+    /// Queue an ACK carrying `msn`. An ACK that has not left yet is
+    /// replaced by a newer one, and makes an older one (a duplicate's)
+    /// unnecessary: ACKs are cumulative.
+    fn queue_ack_msn(&mut self, psn: Psn, syndrome: u8, msn: u32) {
+        let item = RespItem::Ack { psn, syndrome, msn };
+        if let Some(RespItem::Ack {
+            syndrome: s,
+            psn: waiting,
+            ..
+        }) = self.queue.back()
+        {
             if *s == AethSyndrome::ACK_NO_CREDIT.to_byte() && syndrome == *s {
-                if let Some(b) = self.queue.back_mut() {
-                    *b = item;
+                if psn.at_or_after(*waiting) {
+                    if let Some(b) = self.queue.back_mut() {
+                        *b = item;
+                    }
                 }
                 return;
             }
@@ -186,8 +268,17 @@ fn nak(code: NakCode) -> u8 {
 }
 
 /// A class A/C error: NAK with the failing PSN (RC only), error completion of
-/// the receive WQE in use, QP to ERR.
-fn fatal(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode, status: WcStatus) -> bool {
+/// the receive WQE in use (`wqe_in_use`: the packet is a SEND or a WRITE with
+/// immediate that passed the resource check, or a SEND message is in
+/// progress; rxe completes `resp.wqe` with the error status), QP to ERR.
+fn fatal(
+    qp: &mut Qp,
+    ctx: &mut Ctx<'_>,
+    psn: Psn,
+    code: NakCode,
+    status: WcStatus,
+    wqe_in_use: bool,
+) -> bool {
     match code {
         NakCode::RemoteAccessErr => ctx.counters.resp_remote_access_error += 1,
         NakCode::RemoteOpErr => ctx.counters.resp_remote_operational_error += 1,
@@ -198,9 +289,7 @@ fn fatal(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode, status: WcStat
         return false;
     }
     qp.resp.queue_ack(psn, nak(code));
-    if qp.resp.in_msg == Some(MsgKind::Send)
-        || matches!(status, WcStatus::LocLenErr | WcStatus::LocQpOpErr)
-    {
+    if qp.resp.in_msg == Some(MsgKind::Send) || wqe_in_use {
         if let Some(r) = qp.rq.get(qp.rq.head()) {
             let wc = recv_wc(qp.qpn, r.wr_id, status);
             ctx.complete(qp.recv_cq, wc);
@@ -250,8 +339,10 @@ pub(crate) fn handle_request(
     let psn = Psn::new(pkt.bth().psn);
     let info = pkt.bth().opcode.info();
     let reliable = qp.qp_type == QpType::Rc;
+    let invalid = NakCode::InvalidRequest;
+    let inv_status = WcStatus::RemInvReqErr;
 
-    // 1. PSN.
+    // 1. PSN (rxe check_psn).
     let d = psn.diff(qp.resp.epsn);
     if reliable {
         if d > 0 {
@@ -292,7 +383,7 @@ pub(crate) fn handle_request(
         }
     }
 
-    // 2. Opcode sequence.
+    // 2. Opcode sequence (rxe check_op_seq).
     let kind = match info.kind {
         OpKind::Send => Some(MsgKind::Send),
         OpKind::Write => Some(MsgKind::Write),
@@ -306,81 +397,132 @@ pub(crate) fn handle_request(
         (Some(_), _) => false,
     };
     if !seq_ok {
-        return fatal(
-            qp,
-            ctx,
-            psn,
-            NakCode::InvalidRequest,
-            WcStatus::RemInvReqErr,
-        );
+        return fatal(qp, ctx, psn, invalid, inv_status, false);
     }
 
-    // 3. QP access rights.
+    // 3. QP access rights (rxe check_op_valid).
     let need = match info.kind {
         OpKind::Write => AccessFlags::REMOTE_WRITE,
         OpKind::ReadRequest => AccessFlags::REMOTE_READ,
         OpKind::Atomic => AccessFlags::REMOTE_ATOMIC,
         OpKind::Send => AccessFlags::empty(),
-        _ => {
-            return fatal(
-                qp,
-                ctx,
-                psn,
-                NakCode::InvalidRequest,
-                WcStatus::RemInvReqErr,
-            )
-        }
+        _ => return fatal(qp, ctx, psn, invalid, inv_status, false),
     };
     if !qp.attr.qp_access_flags.contains(need) {
-        return fatal(
-            qp,
-            ctx,
-            psn,
-            NakCode::InvalidRequest,
-            WcStatus::RemInvReqErr,
-        );
+        return fatal(qp, ctx, psn, invalid, inv_status, false);
     }
 
-    // 5 (part). Packet length against the PMTU and position.
+    // 4. Resources (rxe check_resource): a SEND (FIRST/ONLY takes the head
+    //    receive WQE, MIDDLE/LAST keep using it) or a WRITE with immediate
+    //    needs a receive WQE, else an RNR NAK and no state change; a READ or
+    //    ATOMIC needs responder resources (`max_dest_rd_atomic` > 0), else
+    //    NAK invalid request.
+    let with_imm = pkt.ext().immdt().is_some();
+    let uses_wqe = kind == Some(MsgKind::Send) || (kind == Some(MsgKind::Write) && with_imm);
+    if uses_wqe && qp.rq.len() == 0 {
+        return rnr(qp, ctx, psn);
+    }
+    if matches!(info.kind, OpKind::ReadRequest | OpKind::Atomic) && qp.attr.max_dest_rd_atomic == 0
+    {
+        return fatal(qp, ctx, psn, invalid, inv_status, false);
+    }
+
+    // 5. Length (rxe check_length; BTH PadCnt, IBTA 1.7 §9.2): the payload and its pad bytes fill whole 4-byte
+    //    words; FIRST/MIDDLE carry exactly PMTU bytes and no pad, LAST
+    //    1..=PMTU, ONLY 0..=PMTU; a RETH DMA length is at most 2^31.
     let plen = pkt.payload().len() as u32;
+    let pad = u32::from(pkt.pad());
     let pmtu = qp.pmtu;
-    if kind.is_some() {
-        let len_ok = match pos {
-            Position::First | Position::Middle => plen == pmtu,
-            Position::Last => plen >= 1 && plen <= pmtu,
-            Position::Only => plen <= pmtu,
+    let len_ok = (plen + pad) % 4 == 0
+        && match (kind, pos) {
+            (None, _) => true,
+            (Some(_), Position::First | Position::Middle) => plen == pmtu && pad == 0,
+            (Some(_), Position::Last) => plen >= 1 && plen <= pmtu,
+            (Some(_), Position::Only) => plen <= pmtu,
         };
-        if !len_ok {
-            return fatal(
-                qp,
-                ctx,
-                psn,
-                NakCode::InvalidRequest,
-                WcStatus::RemInvReqErr,
-            );
-        }
+    let reth = pkt.ext().reth();
+    let reth_needed = matches!(info.kind, OpKind::ReadRequest)
+        || (kind == Some(MsgKind::Write) && matches!(pos, Position::First | Position::Only));
+    let reth_ok = match (reth_needed, &reth) {
+        (false, _) => true,
+        (true, Some(r)) => r.dma_len <= 1 << 31,
+        (true, None) => false,
+    };
+    if !len_ok || !reth_ok {
+        return fatal(qp, ctx, psn, invalid, inv_status, uses_wqe);
     }
 
+    // 6. R_Key, range and rights (rxe check_rkey; IBTA 1.7 §9.7.4.1.5;
+    //    zero-length READ/WRITE need none, C9-88); a WRITE's
+    //    packets must add up to its RETH length (rxe checks this here too).
+    //    The atomic's alignment is checked once its R_Key passed (rxe
+    //    atomic_reply: misaligned → NAK invalid request).
+    let access_status = WcStatus::RemAccessErr;
+    match info.kind {
+        OpKind::Write => {
+            if let (Some(r), Position::First | Position::Only) = (&reth, pos) {
+                if let Err(e) = check_reth(ctx, qp.pd, r, AccessFlags::REMOTE_WRITE) {
+                    return fatal(qp, ctx, psn, access_code(e), access_status, uses_wqe);
+                }
+                qp.resp.write_va = r.va;
+                qp.resp.write_rkey = r.rkey;
+                qp.resp.write_remaining = r.dma_len;
+                qp.resp.write_len = r.dma_len;
+            }
+            let ends = matches!(pos, Position::Last | Position::Only);
+            if plen > qp.resp.write_remaining || (ends && plen != qp.resp.write_remaining) {
+                return fatal(qp, ctx, psn, invalid, inv_status, uses_wqe);
+            }
+        }
+        OpKind::ReadRequest => {
+            if let Some(r) = &reth {
+                if let Err(e) = check_reth(ctx, qp.pd, r, AccessFlags::REMOTE_READ) {
+                    return fatal(qp, ctx, psn, access_code(e), access_status, false);
+                }
+            }
+        }
+        OpKind::Atomic => {
+            let Some(a) = pkt.ext().atomic_eth() else {
+                return fatal(qp, ctx, psn, invalid, inv_status, false);
+            };
+            if let Err(e) = ctx
+                .mrs
+                .remote(qp.pd, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
+            {
+                return fatal(qp, ctx, psn, access_code(e), access_status, false);
+            }
+            if a.va % 8 != 0 {
+                return fatal(qp, ctx, psn, invalid, inv_status, false);
+            }
+        }
+        _ => {}
+    }
+
+    // 7. Execute (rxe execute).
     let mut ack_wanted = pkt.bth().ack_req;
     match info.kind {
         OpKind::Send => {
-            // 4. A receive WQE.
             if matches!(pos, Position::First | Position::Only) {
-                if qp.rq.len() == 0 {
-                    return rnr(qp, ctx, psn);
-                }
                 qp.resp.recv_offset = 0;
             }
             let Some(r) = qp.rq.get(qp.rq.head()).copied() else {
                 return rnr(qp, ctx, psn);
             };
             if qp.resp.recv_offset + plen as u64 > r.total_len {
-                return fatal(qp, ctx, psn, NakCode::InvalidRequest, WcStatus::LocLenErr);
+                // rxe send_data_in: -ENOSPC → ERR_LENGTH, LOC_LEN_ERR.
+                return fatal(qp, ctx, psn, invalid, WcStatus::LocLenErr, true);
             }
             if scatter(ctx, qp.pd, r.sges(), qp.resp.recv_offset, pkt.payload()).is_err() {
                 // Malformed receive WQE (bad lkey, range or rights): class A,
                 // NAK remote operational error, LOC_QP_OP_ERR (rxe).
-                return fatal(qp, ctx, psn, NakCode::RemoteOpErr, WcStatus::LocQpOpErr);
+                return fatal(
+                    qp,
+                    ctx,
+                    psn,
+                    NakCode::RemoteOpErr,
+                    WcStatus::LocQpOpErr,
+                    true,
+                );
             }
             qp.resp.recv_offset += plen as u64;
             if matches!(pos, Position::Last | Position::Only) {
@@ -396,6 +538,7 @@ pub(crate) fn handle_request(
                     wc.invalidated_rkey = rkey;
                     wc.wc_flags |= WcFlags::WITH_INV;
                 }
+                ctx.counters.rdma_recvs += 1;
                 ctx.complete(qp.recv_cq, wc);
                 qp.rq.pop();
                 qp.resp.in_msg = None;
@@ -404,47 +547,8 @@ pub(crate) fn handle_request(
             }
         }
         OpKind::Write => {
-            let with_imm = pkt.ext().immdt().is_some();
-            if with_imm && qp.rq.len() == 0 {
-                return rnr(qp, ctx, psn);
-            }
             if matches!(pos, Position::First | Position::Only) {
-                let Some(reth) = pkt.ext().reth() else {
-                    return fatal(
-                        qp,
-                        ctx,
-                        psn,
-                        NakCode::InvalidRequest,
-                        WcStatus::RemInvReqErr,
-                    );
-                };
-                if reth.dma_len > 1 << 31 {
-                    return fatal(
-                        qp,
-                        ctx,
-                        psn,
-                        NakCode::InvalidRequest,
-                        WcStatus::RemInvReqErr,
-                    );
-                }
-                if let Err(e) = check_reth(ctx, qp.pd, &reth, AccessFlags::REMOTE_WRITE) {
-                    return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
-                }
-                qp.resp.write_va = reth.va;
-                qp.resp.write_rkey = reth.rkey;
-                qp.resp.write_remaining = reth.dma_len;
-                qp.resp.write_len = reth.dma_len;
                 ctx.counters.rx_write_requests += 1;
-            }
-            let ends = matches!(pos, Position::Last | Position::Only);
-            if plen > qp.resp.write_remaining || (ends && plen != qp.resp.write_remaining) {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
             }
             if plen > 0 {
                 match ctx.mrs.remote(
@@ -455,12 +559,12 @@ pub(crate) fn handle_request(
                     AccessFlags::REMOTE_WRITE,
                 ) {
                     Ok((mr, r)) => copy_payload(&mut mr.buf.bytes_mut()[r], pkt.payload()),
-                    Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
+                    Err(e) => return fatal(qp, ctx, psn, access_code(e), access_status, uses_wqe),
                 }
             }
             qp.resp.write_va = qp.resp.write_va.wrapping_add(plen as u64);
             qp.resp.write_remaining -= plen;
-            if ends {
+            if matches!(pos, Position::Last | Position::Only) {
                 qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
                 qp.resp.in_msg = None;
                 if with_imm {
@@ -471,6 +575,7 @@ pub(crate) fn handle_request(
                         wc.src_qp = qp.attr.dest_qp_num;
                         wc.imm_data = pkt.ext().immdt().unwrap_or(0);
                         wc.wc_flags |= WcFlags::WITH_IMM;
+                        ctx.counters.rdma_recvs += 1;
                         ctx.complete(qp.recv_cq, wc);
                         qp.rq.pop();
                     }
@@ -480,37 +585,21 @@ pub(crate) fn handle_request(
             }
         }
         OpKind::ReadRequest => {
-            let Some(reth) = pkt.ext().reth() else {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
+            let Some(reth) = reth else {
+                return fatal(qp, ctx, psn, invalid, inv_status, false);
             };
-            if reth.dma_len > 1 << 31 || qp.attr.max_dest_rd_atomic == 0 {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
-            }
-            if let Err(e) = check_reth(ctx, qp.pd, &reth, AccessFlags::REMOTE_READ) {
-                return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr);
-            }
             let n = reth.dma_len.div_ceil(pmtu).max(1);
             let last = psn.add(n - 1);
+            // C9-148: the MSN counts a READ when its request arrives.
+            qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
             qp.resp.push_resource(Resource::Read {
                 first: psn,
                 last,
                 va: reth.va,
                 rkey: reth.rkey,
                 len: reth.dma_len,
+                msn: qp.resp.msn,
             });
-            qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
             qp.resp.queue.push_back(RespItem::Read {
                 psn,
                 last,
@@ -521,28 +610,16 @@ pub(crate) fn handle_request(
                 first: true,
             });
             ctx.counters.rx_read_requests += 1;
+            // The READ moves ePSN past its response PSNs but not `ack_psn`:
+            // a later duplicate SEND/WRITE is acknowledged below the READ
+            // (rxe read_reply updates `resp.psn` only).
             qp.resp.epsn = last.next();
             return true;
         }
         OpKind::Atomic => {
             let Some(a) = pkt.ext().atomic_eth() else {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
+                return fatal(qp, ctx, psn, invalid, inv_status, false);
             };
-            if a.va % 8 != 0 || qp.attr.max_dest_rd_atomic == 0 {
-                return fatal(
-                    qp,
-                    ctx,
-                    psn,
-                    NakCode::InvalidRequest,
-                    WcStatus::RemInvReqErr,
-                );
-            }
             let orig = match ctx
                 .mrs
                 .remote(qp.pd, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
@@ -565,10 +642,14 @@ pub(crate) fn handle_request(
                     cell.copy_from_slice(&new.to_ne_bytes());
                     cur
                 }
-                Err(e) => return fatal(qp, ctx, psn, access_code(e), WcStatus::RemAccessErr),
+                Err(e) => return fatal(qp, ctx, psn, access_code(e), access_status, false),
             };
-            qp.resp.push_resource(Resource::Atomic { psn, orig });
             qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+            qp.resp.push_resource(Resource::Atomic {
+                psn,
+                orig,
+                msn: qp.resp.msn,
+            });
             qp.resp.queue.push_back(RespItem::AtomicAck {
                 psn,
                 orig,
@@ -576,22 +657,20 @@ pub(crate) fn handle_request(
             });
             ctx.counters.rx_atomic_requests += 1;
             qp.resp.epsn = psn.next();
+            // rxe atomic_reply sets `ack_psn` as execute does.
+            qp.resp.ack_psn = qp.resp.epsn;
+            qp.resp.ack_msn = qp.resp.msn;
             return true;
         }
-        _ => {
-            return fatal(
-                qp,
-                ctx,
-                psn,
-                NakCode::InvalidRequest,
-                WcStatus::RemInvReqErr,
-            )
-        }
+        _ => return fatal(qp, ctx, psn, invalid, inv_status, false),
     }
     if !reliable {
         return false;
     }
     qp.resp.epsn = psn.next();
+    // rxe execute: `ack_psn` follows every executed SEND/WRITE packet.
+    qp.resp.ack_psn = qp.resp.epsn;
+    qp.resp.ack_msn = qp.resp.msn;
     qp.resp.pkts_since_ack += 1;
     if ctx.cfg.ack_coalesce > 0 && qp.resp.pkts_since_ack >= ctx.cfg.ack_coalesce {
         ack_wanted = true;
@@ -627,8 +706,15 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
     let info = pkt.bth().opcode.info();
     match info.kind {
         OpKind::Send | OpKind::Write => {
-            let e = qp.resp.epsn.sub(1);
-            qp.resp.queue_ack(e, ACK);
+            // C9-105 / rxe duplicate_request: ACK again, never re-execute,
+            // with the PSN of the last SEND/WRITE/ATOMIC executed (`ack_psn
+            // - 1`), not ePSN - 1: when a READ came last, ePSN - 1 is its
+            // last response PSN, and an ACK covering it would let a
+            // requester complete the READ without its data (Linux
+            // 4e4c53df5677).
+            let e = qp.resp.ack_psn.sub(1);
+            let msn = qp.resp.ack_msn;
+            qp.resp.queue_ack_msn(e, ACK, msn);
             true
         }
         OpKind::ReadRequest => {
@@ -642,33 +728,41 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
                     va,
                     rkey,
                     len,
+                    msn,
                 } if psn.at_or_after(first)
                     && last.at_or_after(psn)
                     && rkey == reth.rkey
                     && reth.va >= va
                     && reth.va.wrapping_add(reth.dma_len as u64) <= va.wrapping_add(len as u64) =>
                 {
-                    Some(last)
+                    Some((first, last, msn))
                 }
                 _ => None,
             });
-            let Some(last) = found else {
+            let Some((first, last, msn)) = found else {
                 ctx.counters.dup_no_resource += 1;
                 return false;
             };
+            // rxe duplicate_request / read_reply: a replay from the READ's
+            // first PSN starts with READ_RESPONSE_FIRST (or ONLY); one from
+            // a later PSN continues the original sequence with MIDDLE ...
+            // LAST, which is what rxe's completer accepts after the FIRST or
+            // MIDDLE it already has (rxe_comp.c check_ack: a FIRST is taken
+            // mid-stream only at the WQE's first PSN). rdmavt/hfi1 restart
+            // with FIRST instead; our completer accepts either.
             let restart = RespItem::Read {
                 psn,
                 last,
                 va: reth.va,
                 rkey: reth.rkey,
                 remaining: reth.dma_len,
-                msn: qp.resp.msn,
-                first: true,
+                msn,
+                first: psn == first,
             };
             // A stream of the same READ still being sent restarts from the
-            // duplicate's PSN (as rxe does) instead of a second stream
-            // queuing behind it: the requester discards what it had already
-            // given up on.
+            // duplicate's PSN (rxe: the replay takes over the resource's
+            // `cur_psn`) instead of a second stream queuing behind it: the
+            // requester discards what it had already given up on.
             let in_flight = qp.resp.queue.iter_mut().find(|i| {
                 matches!(i, RespItem::Read { last: l, rkey: k, .. } if *l == last && *k == reth.rkey)
             });
@@ -680,18 +774,16 @@ fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> 
         }
         OpKind::Atomic => {
             let found = qp.resp.resources.iter().find_map(|r| match *r {
-                Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
+                Resource::Atomic { psn: p, orig, msn } if p == psn => Some((orig, msn)),
                 _ => None,
             });
-            let Some(orig) = found else {
+            let Some((orig, msn)) = found else {
                 ctx.counters.dup_no_resource += 1;
                 return false;
             };
-            qp.resp.queue.push_back(RespItem::AtomicAck {
-                psn,
-                orig,
-                msn: qp.resp.msn,
-            });
+            qp.resp
+                .queue
+                .push_back(RespItem::AtomicAck { psn, orig, msn });
             true
         }
         _ => false,
