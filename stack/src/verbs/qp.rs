@@ -587,6 +587,20 @@ impl Qp {
         self.rq.len()
     }
 
+    /// Whether a posted send or receive WQE (not yet completed) has an SGE
+    /// with `lkey` ([`crate::verbs::Device::dereg_mr`] refuses to drop
+    /// external memory under it).
+    pub(crate) fn references_lkey(&self, lkey: u32) -> bool {
+        let sq = (self.sq.head()..self.sq.head() + self.sq.len())
+            .filter_map(|i| self.sq.get(i))
+            .any(|w| {
+                !w.flags.contains(SendFlags::INLINE) && w.sges().iter().any(|s| s.lkey == lkey)
+            });
+        sq || (self.rq.head()..self.rq.head() + self.rq.len())
+            .filter_map(|i| self.rq.get(i))
+            .any(|w| w.sges().iter().any(|s| s.lkey == lkey))
+    }
+
     /// Reset every queue and transport state (modify to RESET; CASES R22).
     pub(crate) fn reset(&mut self) {
         self.sq.clear();
