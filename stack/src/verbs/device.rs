@@ -813,6 +813,22 @@ impl Device {
         self.cqs.insert(self.next_cq, Cq::new(cqe.max(1)));
         self.next_cq
     }
+    /// Destroy a CQ (`ibv_destroy_cq`): `Busy` while a QP sends or receives
+    /// through it, `NotFound` for an unknown CQ. Its completions are dropped.
+    pub fn destroy_cq(&mut self, cq: u32) -> Result<(), VerbsError> {
+        if !self.cqs.contains_key(&cq) {
+            return Err(VerbsError::NotFound);
+        }
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(VerbsError::Busy);
+        }
+        self.cqs.remove(&cq);
+        Ok(())
+    }
     /// The CQ.
     pub fn cq(&self, cq: u32) -> Option<&Cq> {
         self.cqs.get(&cq)

@@ -570,6 +570,10 @@ impl Qp {
     pub fn qp_type(&self) -> QpType {
         self.qp_type
     }
+    /// Queue capacities it was created with.
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
     /// Attributes as last set.
     pub fn attr(&self) -> &QpAttr {
         &self.attr
