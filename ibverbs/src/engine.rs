@@ -542,15 +542,11 @@ impl Live {
     fn progress(self: Arc<Self>) {
         let mut fds = vec![self.kick.as_raw_fd()];
         let backend_fd = self.lock().io.fd;
+        tracing::info!(?backend_fd, "progress thread started");
         if let Some(fd) = backend_fd {
             fds.push(fd);
         }
         let mut last_moved = std::time::Instant::now();
-        if std::env::var_os("ROCE_XP_NOPROG").is_some() {
-            while !self.stop.load(Ordering::SeqCst) {
-                thread::sleep(MAX_SLEEP);
-            }
-        }
         while !self.stop.load(Ordering::SeqCst) {
             let mut g = self.lock();
             let now = self.now();
@@ -878,6 +874,15 @@ impl Live {
             }
         }
         self.release(g);
+        if n == 0 {
+            // An application that spins on an empty CQ holds a core; give
+            // it up for a moment so that the progress thread of this or
+            // another process, woken by a frame, runs now rather than at
+            // the end of the spinner's time slice (on a 2-core machine with
+            // two spinning programs: typical ib_write_lat 6 us instead of
+            // 6 ms).
+            thread::yield_now();
+        }
         n
     }
 
