@@ -176,7 +176,8 @@ pub struct ibv_port_attr {
     pub port_cap_flags2: u16,
 }
 
-#[repr(C)]
+/// `union ibv_gid`: 16 bytes, aligned as its `__be64` halves.
+#[repr(C, align(8))]
 #[derive(Clone, Copy)]
 pub struct ibv_gid {
     pub raw: [u8; 16],
