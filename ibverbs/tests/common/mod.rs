@@ -178,6 +178,17 @@ pub fn run_pair(
     timeout: Duration,
     extra_env: &[(&str, &str)],
 ) -> PairRun {
+    run_pair_at(prog, args, timeout, extra_env, ["127.0.0.1", "127.0.0.2"])
+}
+
+/// [`run_pair`] with the server and client at `ips` (loopback addresses).
+pub fn run_pair_at(
+    prog: &str,
+    args: &[&str],
+    timeout: Duration,
+    extra_env: &[(&str, &str)],
+    ips: [&str; 2],
+) -> PairRun {
     let tcp = free_tcp_port();
     let udp = free_udp_port();
     let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -196,13 +207,13 @@ pub fn run_pair(
         e
     };
     let deadline = Instant::now() + timeout;
-    let server = spawn(prog, &a, &env("127.0.0.1"));
+    let server = spawn(prog, &a, &env(ips[0]));
     while !listening(tcp) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut ca = a.clone();
-    ca.push("127.0.0.1".into());
-    let client = spawn(prog, &ca, &env("127.0.0.2"));
+    ca.push(ips[0].into());
+    let client = spawn(prog, &ca, &env(ips[1]));
     let client = finish(client, deadline);
     let server = finish(
         server,
