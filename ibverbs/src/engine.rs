@@ -4,7 +4,7 @@
 //!
 //! # Who moves the frames
 //! The device and the backend sit behind one mutex. Whoever holds it drives
-//! them ([`Context::pump`]: a burst in, due timers, a burst out):
+//! them (`Live::pump`: a burst in, due timers, a burst out):
 //!
 //! - the application, from `ibv_poll_cq` and the post verbs, with
 //!   `try_lock` only: an application thread never waits for the progress
