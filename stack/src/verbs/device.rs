@@ -43,7 +43,7 @@ use crate::pfc::classify::{PrioMap, Trust};
 use crate::pfc::pause::{Disposition, PauseConfig, PauseState, RxPauseCounters};
 
 use super::cq::Cq;
-use super::mr::{Mr, MrMem, MrTable};
+use super::mr::{Mr, MrBuffer, MrMem, MrTable};
 use super::qp::{transition_masks, Qp, QpAttr, QpInfo, QpInitAttr, VerbsError};
 use super::types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType};
 use super::wr::{RecvWr, SendWr, Wc};
@@ -780,6 +780,27 @@ impl Device {
         self.reg_mr_keys(pd, MrMem::Shared(mem), iova, access, key, key)
     }
 
+    /// Register memory the caller keeps owning (`ibv_reg_mr` of an
+    /// application's buffer) at I/O virtual address `iova`: the device reads
+    /// and writes it in place through `mem` ([`MrBuffer`]) with the usual
+    /// bounds and access checks, and drops `mem` at [`Device::dereg_mr`].
+    ///
+    /// # Errors
+    /// As [`Device::reg_mr`]: `NotFound` for an unknown PD,
+    /// `InvalidAttribute("access")` for a remote write or atomic right
+    /// without LOCAL_WRITE, `InvalidAttribute("iova")` when `iova + len`
+    /// overflows.
+    pub fn reg_mr_external(
+        &mut self,
+        pd: u32,
+        mem: Box<dyn MrBuffer>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MrKeys, VerbsError> {
+        let key = self.mrs.fresh_key();
+        self.reg_mr_keys(pd, MrMem::External(mem), iova, access, key, key)
+    }
+
     /// Register `buf` with a chosen rkey (replay and test tools that must match
     /// a capture's R_Keys). `KeyInUse` if the rkey is taken.
     pub fn reg_mr_with_rkey(
@@ -832,13 +853,22 @@ impl Device {
     /// Deregister an MR and return its memory (`ibv_dereg_mr`). A shared MR
     /// ([`Device::reg_mr_shared`]) returns an empty `Vec`: its memory stays
     /// with the caller's `Arc` (the device drops its clone; frames still
-    /// held by a driver keep theirs until freed).
+    /// held by a driver keep theirs until freed). An external MR
+    /// ([`Device::reg_mr_external`]) returns an empty `Vec` and drops its
+    /// [`MrBuffer`]; while a posted send or receive WQE of any QP still
+    /// names its lkey it is refused with `Busy` (`EBUSY`), so the caller's
+    /// memory is never used after the caller took it back.
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<Vec<u8>, VerbsError> {
+        if matches!(self.mrs.get(lkey).map(|m| &m.buf), Some(MrMem::External(_)))
+            && self.qps.values().any(|q| q.references_lkey(lkey))
+        {
+            return Err(VerbsError::Busy);
+        }
         self.mrs
             .remove(lkey)
             .map(|m| match m.buf {
                 MrMem::Owned(v) => v,
-                MrMem::Shared(_) => Vec::new(),
+                MrMem::Shared(_) | MrMem::External(_) => Vec::new(),
             })
             .ok_or(VerbsError::NotFound)
     }
@@ -857,6 +887,22 @@ impl Device {
         self.next_cq += 1;
         self.cqs.insert(self.next_cq, Cq::new(cqe.max(1)));
         self.next_cq
+    }
+    /// Destroy a CQ (`ibv_destroy_cq`): `Busy` while a QP sends or receives
+    /// through it, `NotFound` for an unknown CQ. Its completions are dropped.
+    pub fn destroy_cq(&mut self, cq: u32) -> Result<(), VerbsError> {
+        if !self.cqs.contains_key(&cq) {
+            return Err(VerbsError::NotFound);
+        }
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(VerbsError::Busy);
+        }
+        self.cqs.remove(&cq);
+        Ok(())
     }
     /// The CQ.
     pub fn cq(&self, cq: u32) -> Option<&Cq> {

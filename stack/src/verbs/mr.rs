@@ -11,12 +11,29 @@
 //! an `Arc` clone until the driver is done with them: they can be the source
 //! of SEND and RDMA WRITE payloads and of RDMA READ responses, never a
 //! destination.
+//!
+//! External MRs ([`crate::verbs::Device::reg_mr_external`]) are memory the
+//! caller keeps owning and lends through an [`MrBuffer`] (the drop-in
+//! libibverbs registers an application's own buffer this way): the stack
+//! reads and writes it in place, with the same bounds and access checks.
 
 use super::keymap::KeyMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use super::types::AccessFlags;
+
+/// Memory an MR lends from its owner ([`crate::verbs::Device::reg_mr_external`]):
+/// the device reads and writes it in place through these two views, only
+/// while it handles a frame or a work request, and drops the buffer at
+/// [`crate::verbs::Device::dereg_mr`]. Both views must cover the same bytes
+/// (the MR's length is `as_slice().len()`, fixed at registration).
+pub trait MrBuffer: Send + std::fmt::Debug {
+    /// The bytes, readable.
+    fn as_slice(&self) -> &[u8];
+    /// The bytes, writable.
+    fn as_mut_slice(&mut self) -> &mut [u8];
+}
 
 /// The memory behind an MR.
 #[derive(Debug)]
@@ -25,6 +42,8 @@ pub(crate) enum MrMem {
     Owned(Vec<u8>),
     /// Shared with the caller, read-only ([`crate::verbs::Device::reg_mr_shared`]).
     Shared(Arc<[u8]>),
+    /// Lent by the caller ([`crate::verbs::Device::reg_mr_external`]).
+    External(Box<dyn MrBuffer>),
 }
 
 impl MrMem {
@@ -32,6 +51,7 @@ impl MrMem {
         match self {
             MrMem::Owned(v) => v,
             MrMem::Shared(a) => a,
+            MrMem::External(b) => b.as_slice(),
         }
     }
     /// Writable bytes: empty for a shared MR (never written; the access
@@ -40,6 +60,7 @@ impl MrMem {
         match self {
             MrMem::Owned(v) => v,
             MrMem::Shared(_) => &mut [],
+            MrMem::External(b) => b.as_mut_slice(),
         }
     }
 }
@@ -71,7 +92,7 @@ impl Mr {
     pub fn shared(&self) -> Option<&Arc<[u8]>> {
         match &self.buf {
             MrMem::Shared(a) => Some(a),
-            MrMem::Owned(_) => None,
+            MrMem::Owned(_) | MrMem::External(_) => None,
         }
     }
     /// I/O virtual address of byte 0.

@@ -660,6 +660,10 @@ impl Qp {
     pub fn qp_type(&self) -> QpType {
         self.qp_type
     }
+    /// Queue capacities it was created with.
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
     /// Attributes as last set.
     pub fn attr(&self) -> &QpAttr {
         &self.attr
@@ -696,6 +700,20 @@ impl Qp {
             retry_cnt_left: self.comp.retry_cnt,
             rnr_retry_left: self.comp.rnr_retry,
         }
+    }
+
+    /// Whether a posted send or receive WQE (not yet completed) has an SGE
+    /// with `lkey` ([`crate::verbs::Device::dereg_mr`] refuses to drop
+    /// external memory under it).
+    pub(crate) fn references_lkey(&self, lkey: u32) -> bool {
+        let sq = (self.sq.head()..self.sq.head() + self.sq.len())
+            .filter_map(|i| self.sq.get(i))
+            .any(|w| {
+                !w.flags.contains(SendFlags::INLINE) && w.sges().iter().any(|s| s.lkey == lkey)
+            });
+        sq || (self.rq.head()..self.rq.head() + self.rq.len())
+            .filter_map(|i| self.rq.get(i))
+            .any(|w| w.sges().iter().any(|s| s.lkey == lkey))
     }
 
     /// Reset every queue and transport state (modify to RESET; CASES R22).

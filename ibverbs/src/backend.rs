@@ -1,0 +1,202 @@
+//! The one place this crate names the backends' home (today the `roce`
+//! crate's `backend` module; switching to a library crate is a change of
+//! the `use` lines here). It opens the configured backend and gives the
+//! engine a [`FrameIo`] plus what it needs around it: the device's IP and
+//! MAC, the neighbour table of an Ethernet backend (to resolve peers' MACs
+//! by ARP / neighbour discovery), and a descriptor to sleep on.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::RawFd;
+
+use roce::backend::tap::{NeighIo, TapIo};
+use roce::backend::udp::{UdpConfig, UdpIo};
+use roce::backend::{mac_for_ip, AnyIo, BackendOptions};
+use roce_stack::backend::FrameIo;
+use roce_stack::neigh::{NeighConfig, Neighbors, Resolution};
+use roce_stack::time::Instant;
+
+use crate::config::{BackendKind, Config};
+use crate::ffi::sys;
+
+enum Io {
+    Udp(UdpIo),
+    Tap(NeighIo<TapIo>),
+    Dpdk(NeighIo<AnyIo>),
+}
+
+/// An opened backend.
+pub struct Backend {
+    io: Io,
+    /// The device's IP address (GID 0).
+    pub ip: IpAddr,
+    /// The device's MAC.
+    pub mac: [u8; 6],
+    /// The descriptor that becomes readable when a frame arrives; `None`
+    /// for DPDK (a poll-mode driver: the progress thread naps and polls).
+    pub fd: Option<RawFd>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("ip", &self.ip)
+            .field("fd", &self.fd)
+            .finish_non_exhaustive()
+    }
+}
+
+fn neighbors(ip: IpAddr, mac: [u8; 6], max_frame_len: usize) -> Neighbors {
+    let mut cfg = NeighConfig {
+        mac,
+        max_frame_len,
+        ..NeighConfig::default()
+    };
+    match ip {
+        IpAddr::V4(a) => cfg.ipv4.push(a),
+        IpAddr::V6(a) => cfg.ipv6.push(a),
+    }
+    let mut n = Neighbors::new(cfg);
+    n.announce();
+    n
+}
+
+impl Backend {
+    /// Open the backend `cfg` names.
+    ///
+    /// # Errors
+    /// One line: the backend and what failed (bind, interface, EAL).
+    pub fn open(cfg: &Config) -> Result<Backend, String> {
+        let ip = cfg.local_ip;
+        let max_frame_len = cfg.mtu.bytes() + 256;
+        match cfg.backend {
+            BackendKind::Udp => {
+                let bind = SocketAddr::new(ip, cfg.udp_port);
+                let mut u = UdpConfig::new(bind);
+                u.peer_port = cfg.udp_port;
+                let io = UdpIo::bind(u).map_err(|e| {
+                    format!(
+                        "udp backend: bind {bind}: {e} (another process on this address? \
+                         set ROCE_LOCAL_IP or ROCE_UDP_PORT)"
+                    )
+                })?;
+                let fd = sys::find_udp_socket(io.local_addr());
+                Ok(Backend {
+                    io: Io::Udp(io),
+                    ip,
+                    mac: mac_for_ip(ip),
+                    fd,
+                })
+            }
+            BackendKind::Tap => {
+                let mtu = cfg.netdev_mtu();
+                let io = TapIo::open(&cfg.ifname, mtu)
+                    .map_err(|e| format!("tap backend: {e} (needs root / CAP_NET_ADMIN)"))?;
+                let mac = mac_for_ip(ip);
+                let fd = sys::find_tap_fd(io.name());
+                let n = neighbors(ip, mac, io.max_frame_len());
+                Ok(Backend {
+                    io: Io::Tap(NeighIo::new(io, n)),
+                    ip,
+                    mac,
+                    fd,
+                })
+            }
+            BackendKind::Dpdk => {
+                let o = BackendOptions {
+                    local_ip: Some(ip),
+                    eal_args: cfg.dpdk_args.clone(),
+                    max_frame_len,
+                    ..BackendOptions::default()
+                };
+                let opened =
+                    roce::backend::open_dpdk(&o).map_err(|e| format!("dpdk backend: {e}"))?;
+                let n = neighbors(ip, opened.mac, opened.io.max_frame_len());
+                Ok(Backend {
+                    io: Io::Dpdk(NeighIo::new(opened.io, n)),
+                    ip,
+                    mac: opened.mac,
+                    fd: None,
+                })
+            }
+        }
+    }
+
+    /// Whether peers' MACs must be resolved (an Ethernet backend); the
+    /// `udp` backend's medium has none and any MAC does.
+    pub fn resolves(&self) -> bool {
+        !matches!(self.io, Io::Udp(_))
+    }
+
+    /// Start resolving `ip`: its MAC if it is known. The requests go out
+    /// with the next transmit burst.
+    pub fn request(&mut self, ip: IpAddr) -> Option<[u8; 6]> {
+        match &mut self.io {
+            Io::Udp(_) => Some(mac_for_ip(ip)),
+            Io::Tap(n) => {
+                let now = n.now();
+                n.neigh_mut().request(now, ip)
+            }
+            Io::Dpdk(n) => {
+                let now = n.now();
+                n.neigh_mut().request(now, ip)
+            }
+        }
+    }
+
+    /// Where the resolution of `ip` stands.
+    pub fn resolution(&self, ip: IpAddr) -> Resolution {
+        match &self.io {
+            Io::Udp(_) => Resolution::Reachable(mac_for_ip(ip)),
+            Io::Tap(n) => n.neigh().status(n.now(), ip),
+            Io::Dpdk(n) => n.neigh().status(n.now(), ip),
+        }
+    }
+
+    /// How long until the neighbour table has a timer due (a request to
+    /// repeat), if it has one.
+    pub fn neigh_due(&self) -> Option<std::time::Duration> {
+        let f = |n: &Neighbors, now: Instant| n.poll_at().map(|t| t.saturating_since(now));
+        match &self.io {
+            Io::Udp(_) => None,
+            Io::Tap(n) => f(n.neigh(), n.now()),
+            Io::Dpdk(n) => f(n.neigh(), n.now()),
+        }
+    }
+}
+
+impl FrameIo for Backend {
+    type Error = io::Error;
+
+    fn max_frame_len(&self) -> usize {
+        match &self.io {
+            Io::Udp(u) => u.max_frame_len(),
+            Io::Tap(t) => t.max_frame_len(),
+            Io::Dpdk(d) => d.max_frame_len(),
+        }
+    }
+
+    fn rx_burst(
+        &mut self,
+        max: usize,
+        on_frame: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, io::Error> {
+        match &mut self.io {
+            Io::Udp(u) => u.rx_burst(max, on_frame),
+            Io::Tap(t) => t.rx_burst(max, on_frame),
+            Io::Dpdk(d) => d.rx_burst(max, on_frame).map_err(io::Error::other),
+        }
+    }
+
+    fn tx_burst(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<usize, io::Error> {
+        match &mut self.io {
+            Io::Udp(u) => u.tx_burst(max, fill),
+            Io::Tap(t) => t.tx_burst(max, fill),
+            Io::Dpdk(d) => d.tx_burst(max, fill).map_err(io::Error::other),
+        }
+    }
+}

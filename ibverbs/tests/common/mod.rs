@@ -1,0 +1,236 @@
+//! Running Debian's RDMA programs under the library: the library's path,
+//! free ports, and a server/client pair of processes on 127.0.0.1 and
+//! 127.0.0.2 over the UDP backend, each bounded in time and killed on
+//! failure.
+
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `libroce_ibverbs.so` of this build (cargo builds the cdylib with the
+/// tests: `target/<profile>/deps/`, uplifted to `target/<profile>/`).
+pub fn lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("deps dir").to_path_buf();
+    for dir in [
+        deps.clone(),
+        deps.parent().expect("profile dir").to_path_buf(),
+    ] {
+        let p = dir.join("libroce_ibverbs.so");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("libroce_ibverbs.so not found beside {}", exe.display());
+}
+
+/// The Debian program `name` (from perftest or ibverbs-utils, installed by
+/// `scripts/test.sh`).
+pub fn program(name: &str) -> PathBuf {
+    let p = PathBuf::from("/usr/bin").join(name);
+    assert!(
+        p.exists(),
+        "{} missing: run scripts/test.sh --deps-only (installs perftest and ibverbs-utils)",
+        p.display()
+    );
+    p
+}
+
+/// A TCP port free now on 127.0.0.1.
+pub fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free TCP port")
+}
+
+/// A UDP port free now on both 127.0.0.1 and 127.0.0.2.
+pub fn free_udp_port() -> u16 {
+    loop {
+        let a = UdpSocket::bind("127.0.0.1:0").expect("udp bind");
+        let port = a.local_addr().expect("addr").port();
+        if UdpSocket::bind(("127.0.0.2", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Whether a TCP socket listens on `port` (from /proc/net/tcp and tcp6:
+/// state 0A), without connecting to it (the servers accept one
+/// connection only).
+pub fn listening(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|s| {
+            s.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3
+                    && cols[3] == "0A"
+                    && cols[1]
+                        .rsplit(':')
+                        .next()
+                        .and_then(|p| u16::from_str_radix(p, 16).ok())
+                        == Some(port)
+            })
+        })
+    })
+}
+
+/// A finished process: exit code (`None`: killed at the deadline) and
+/// everything it printed.
+#[derive(Debug)]
+pub struct Done {
+    pub code: Option<i32>,
+    pub out: String,
+}
+
+impl Done {
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+fn spawn(prog: &str, args: &[String], env: &[(String, String)]) -> Child {
+    let mut c = Command::new(program(prog));
+    c.args(args)
+        .env("LD_PRELOAD", lib())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().unwrap_or_else(|e| panic!("spawn {prog}: {e}"))
+}
+
+/// Wait for `c` until `deadline`, killing it then; collect its output.
+fn finish(mut c: Child, deadline: Instant) -> Done {
+    let code = loop {
+        match c.try_wait() {
+            Ok(Some(s)) => break s.code(),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = c.kill();
+                let _ = c.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => break None,
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut s) = c.stdout.take() {
+        let _ = s.read_to_string(&mut out);
+    }
+    if let Some(mut s) = c.stderr.take() {
+        let _ = s.read_to_string(&mut out);
+    }
+    Done { code, out }
+}
+
+/// Run one program alone (LD_PRELOAD, the UDP backend on 127.0.0.1).
+pub fn run_one(prog: &str, args: &[&str], timeout: Duration) -> Done {
+    run_one_env(prog, args, &[("ROCE_LOCAL_IP", "127.0.0.1")], timeout)
+}
+
+/// Run one program alone with `env` added.
+pub fn run_one_env(prog: &str, args: &[&str], env: &[(&str, &str)], timeout: Duration) -> Done {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let c = spawn(prog, &args, &env);
+    finish(c, Instant::now() + timeout)
+}
+
+/// The outcome of a server/client run.
+#[derive(Debug)]
+pub struct PairRun {
+    pub server: Done,
+    pub client: Done,
+    pub udp_port: u16,
+}
+
+impl PairRun {
+    /// Panic with both outputs unless both exited 0.
+    pub fn assert_ok(&self, what: &str) {
+        assert!(
+            self.server.ok() && self.client.ok(),
+            "{what}: server {:?}, client {:?}\n--- server:\n{}\n--- client:\n{}",
+            self.server.code,
+            self.client.code,
+            self.server.out,
+            self.client.out
+        );
+    }
+}
+
+/// Run `prog args` as a server on 127.0.0.1 and `prog args 127.0.0.1` as
+/// its client on 127.0.0.2, with a fresh TCP port (`-p`) and a fresh UDP
+/// port for the backend, both killed after `timeout`. `extra_env` goes to
+/// both.
+pub fn run_pair(
+    prog: &str,
+    args: &[&str],
+    timeout: Duration,
+    extra_env: &[(&str, &str)],
+) -> PairRun {
+    run_pair_at(prog, args, timeout, extra_env, ["127.0.0.1", "127.0.0.2"])
+}
+
+/// [`run_pair`] with the server and client at `ips` (loopback addresses).
+pub fn run_pair_at(
+    prog: &str,
+    args: &[&str],
+    timeout: Duration,
+    extra_env: &[(&str, &str)],
+    ips: [&str; 2],
+) -> PairRun {
+    let tcp = free_tcp_port();
+    let udp = free_udp_port();
+    let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    a.push("-p".into());
+    a.push(tcp.to_string());
+    let env = |ip: &str| {
+        let mut e: Vec<(String, String)> = vec![
+            ("ROCE_LOCAL_IP".into(), ip.into()),
+            ("ROCE_UDP_PORT".into(), udp.to_string()),
+        ];
+        e.extend(
+            extra_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        e
+    };
+    let deadline = Instant::now() + timeout;
+    let server = spawn(prog, &a, &env(ips[0]));
+    while !listening(tcp) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut ca = a.clone();
+    ca.push(ips[0].into());
+    let client = spawn(prog, &ca, &env(ips[1]));
+    let client = finish(client, deadline);
+    let server = finish(
+        server,
+        deadline.max(Instant::now() + Duration::from_secs(2)),
+    );
+    PairRun {
+        server,
+        client,
+        udp_port: udp,
+    }
+}
+
+/// The numbers of the perftest result row that starts with `bytes`.
+pub fn perftest_row(out: &str, bytes: u64) -> Option<Vec<f64>> {
+    out.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.first() == Some(&bytes.to_string().as_str()))
+            .then(|| f.iter().filter_map(|x| x.parse::<f64>().ok()).collect())
+    })
+}
