@@ -23,6 +23,18 @@ use super::types::AccessFlags;
 pub(crate) enum MrMem {
     /// Owned by the device while registered ([`crate::verbs::Device::reg_mr`]).
     Owned(Vec<u8>),
+    /// Bytes `start..start + len` of an owned buffer
+    /// ([`crate::verbs::Device::reg_mr_window`]): the rest of the buffer
+    /// (alignment padding) is not part of the MR and no access reaches it.
+    Window {
+        /// The whole buffer.
+        buf: Vec<u8>,
+        /// First byte of the MR in `buf`.
+        start: usize,
+        /// Length of the MR, bytes (`start + len <= buf.len()`, checked at
+        /// registration).
+        len: usize,
+    },
     /// Shared with the caller, read-only ([`crate::verbs::Device::reg_mr_shared`]).
     Shared(Arc<[u8]>),
 }
@@ -31,6 +43,7 @@ impl MrMem {
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             MrMem::Owned(v) => v,
+            MrMem::Window { buf, start, len } => buf.get(*start..*start + *len).unwrap_or(&[]),
             MrMem::Shared(a) => a,
         }
     }
@@ -39,6 +52,9 @@ impl MrMem {
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             MrMem::Owned(v) => v,
+            MrMem::Window { buf, start, len } => {
+                buf.get_mut(*start..*start + *len).unwrap_or(&mut [])
+            }
             MrMem::Shared(_) => &mut [],
         }
     }
@@ -71,7 +87,7 @@ impl Mr {
     pub fn shared(&self) -> Option<&Arc<[u8]>> {
         match &self.buf {
             MrMem::Shared(a) => Some(a),
-            MrMem::Owned(_) => None,
+            MrMem::Owned(_) | MrMem::Window { .. } => None,
         }
     }
     /// I/O virtual address of byte 0.
