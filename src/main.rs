@@ -250,7 +250,8 @@ struct PerfArgs {
     /// Number of QPs; work is spread round-robin.
     #[arg(short = 'q', long = "qps", default_value_t = 1)]
     qps: u32,
-    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (the IBTA's five; `enum
+    /// ibv_mtu`), nothing in between.
     #[arg(short = 'm', long, default_value = "4096", value_parser = perf::parse_mtu)]
     mtu: Mtu,
     /// Work requests outstanding per QP (BW tests).
@@ -261,15 +262,18 @@ struct PerfArgs {
     #[arg(short = 'Q', long = "cq-mod", default_value_t = perf::DEFAULT_CQ_MOD)]
     cq_mod: u32,
     /// Local ACK timeout code: 4.096 us x 2^CODE, 0..=20, 0 = no timer
-    /// (perftest's -u).
-    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14)]
+    /// (perftest's -u; the IBTA field goes to 31, but above 20, 4.3 s, a
+    /// lossy run looks hung).
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14, value_parser = perf::parse_qp_timeout)]
     qp_timeout: u8,
     /// Drop each frame on the wire with this probability, in [0, 1).
     #[arg(long, default_value = "0", allow_hyphen_values = true, value_parser = perf::parse_loss)]
     loss: f64,
-    /// Seed of the loss generator, data patterns and initial PSNs.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Seed of the loss generator, data patterns, initial PSNs and the
+    /// R_Keys and VAs of the memory regions, for a reproducible run
+    /// [default: random, so PSNs and R_Keys cannot be guessed].
+    #[arg(long)]
+    seed: Option<u64>,
     /// Record every delivered frame of both directions to this pcap file
     /// (Ethernet, nanosecond timestamps); slows the run.
     #[arg(long, value_name = "OUT")]
@@ -322,7 +326,7 @@ impl PerfArgs {
             cq_mod: Some(self.cq_mod),
             qp_timeout: Some(self.qp_timeout),
             loss: Some(self.loss),
-            seed: Some(self.seed),
+            seed: self.seed,
             pcap: self.pcap.clone(),
             backend: Some(self.backend),
         }
@@ -386,14 +390,13 @@ fn run_perf(args: &PerfArgs) -> ExitCode {
         let report = match args.remote() {
             Some(remote) => {
                 perf::check_remote(&cfg)?;
-                if remote.role == perf::RemoteRole::Server {
-                    let _ = writeln!(
-                        io::stdout(),
-                        " Waiting for a client on TCP port {} ...",
-                        remote.port
-                    );
-                }
-                perf::run_remote(&cfg, &remote, Some(&mut show))
+                // The port bound (the one the system chose for -p 0).
+                let mut listening = |port: u16| {
+                    let mut out = io::stdout();
+                    let _ = writeln!(out, " Waiting for a client on TCP port {port} ...");
+                    let _ = out.flush();
+                };
+                perf::run_remote(&cfg, &remote, Some(&mut show), Some(&mut listening))
             }
             None => perf::run(&cfg, Some(&mut show)),
         };
