@@ -65,7 +65,14 @@ The capture is the oracle: our READ responses and atomic ACKs must equal the \
 captured ones in order (opcode, PSN, AETH syndrome class and MSN, payload, \
 original value), every captured ACK/NAK must have one of ours with its PSN \
 (extra ACKs are counted: NICs coalesce), our requests must equal the captured \
-ones. Exit status: 0 all matched; 1 a mismatch; 2 usage, I/O or set-up errors.";
+ones, every message delivered to a receive WQE must complete one of ours. \
+QP1 (the GSI: RDMA CM's MADs) is not replayable. The capture is streamed \
+(magic number first, devices refused, records of at most 262144 bytes, at most \
+1 GiB of frames kept).
+
+Exit status: 0 all matched; 1 a mismatch, or nothing compared (no frame fed, or \
+nothing of the QP in the capture to compare with); 2 usage, I/O or set-up \
+errors.";
 
 #[derive(Debug, clap::Args)]
 struct ReplayArgs {
@@ -186,7 +193,11 @@ path.";
 const DECODE_LONG_ABOUT: &str = "\
 Decode a pcap or pcapng capture (detected by magic number; link type Ethernet \
 only): one line per frame, in the spirit of `tshark -T fields`. Without FILE, an \
-embedded sample capture (pcap-fixtures/pcaps/rc_mix.pcap) is decoded.
+embedded sample capture (pcap-fixtures/pcaps/rc_mix.pcap) is decoded. FILE is \
+streamed, never read whole: a regular file or a pipe (devices and directories \
+are refused), checked by its magic number before anything else is read, each \
+record at most 262144 bytes (Wireshark's limit). A capture without frames \
+prints the header line and `(no frames)`.
 
 Text columns (a header line comes first):
   FRAME        frame number, 1-based (as in Wireshark)
@@ -204,8 +215,10 @@ Text columns (a header line comes first):
   DETAILS      extension headers, separated by ` | `: RETH va/rkey/len, AETH
                syndrome and MSN, DETH qkey/srcqp, ImmDt, AtomicETH, AtomicAckETH,
                IETH, RDETH, XRCETH, FETH; then flags: SE, M (MigReq), pad=N, FECN,
-               BECN, ecn=CE, pkey (if not 0xffff), VLAN; for a bad ICRC the wire
-               and the computed value (wire byte order)
+               BECN, ecn=CE, pkey (if not 0xffff), VLAN; ip_checksum=WIRE
+               expected=RIGHT for a wrong IPv4 header checksum (the frame is
+               still decoded, as tshark does); for a bad ICRC the wire and the
+               computed value (wire byte order)
 Other frames print their details right after the kind: PFC class-enable vector \
 and the pause timer (quanta) of each enabled priority; PAUSE quanta; ARP who-has/\
 is-at; BAD_ROCE drop reason; other: EtherType.
@@ -457,17 +470,14 @@ fn run_decode(args: &DecodeArgs) -> Result<(), DecodeError> {
         stats: args.stats,
         json: args.json,
     };
-    let owned;
-    let data: &[u8] = match &args.file {
-        Some(path) => {
-            owned = decode::read_capture(path)?;
-            &owned
-        }
-        None => decode::EMBEDDED_DEFAULT,
-    };
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let result = decode::decode_bytes(data, &opts, &mut out);
+    let result = match &args.file {
+        // Streamed: never read whole (a device or a huge file cannot
+        // exhaust memory).
+        Some(path) => decode::decode_path(path, &opts, &mut out),
+        None => decode::decode_bytes(decode::EMBEDDED_DEFAULT, &opts, &mut out),
+    };
     // Frames decoded before an error are still shown.
     let flushed = out.flush().map_err(DecodeError::Output);
     result?;
