@@ -123,6 +123,7 @@
 //! the Zen 3 machines this runs on (glibc bug 30994; PERF-NOTES.md). Headers are
 //! 54..=74 bytes long, so the differences are 54..=74 or 182..=202 modulo 256.
 
+mod cpu;
 mod engine;
 mod remote;
 mod stats;

@@ -7,7 +7,7 @@
 //! interface (`TUNSETIFF` with `IFF_TAP | IFF_NO_PI`) and switches its
 //! offloads off (`TUNSETOFFLOAD` 0); [`set_mtu`] and [`set_up`] are the
 //! `SIOCSIFMTU` / `SIOCSIFFLAGS` requests of netdevice(7); [`poll_readable`]
-//! is poll(2).
+//! is poll(2); [`try_lock_exclusive`] is flock(2).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -156,6 +156,30 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
         return Err(e);
     }
     Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+}
+
+/// Take an exclusive advisory lock on `f` without waiting (`flock(2)`
+/// `LOCK_EX | LOCK_NB`): `Ok(true)` when taken, `Ok(false)` when another
+/// open file description holds it. The lock goes with the descriptor: it
+/// is released when the file is closed, also when the process dies.
+///
+/// # Errors
+/// `flock`'s, other than `EWOULDBLOCK`.
+pub fn try_lock_exclusive(f: &std::fs::File) -> io::Result<bool> {
+    loop {
+        // SAFETY: `f` owns an open descriptor for the whole call; flock
+        // reads nothing else.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(false),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]

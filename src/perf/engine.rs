@@ -579,7 +579,9 @@ impl Drop for AbortGuard<'_> {
 /// A poll-mode backend (DPDK: each process owns its lcore, and the driver
 /// only moves frames when polled) busy-polls instead, as DPDK applications
 /// and perftest do: a nap there holds the peer's frames in the ring for a
-/// whole timer slice (~60-100 µs on these machines).
+/// whole timer slice (~60-100 µs on these machines). Such a loop warns at
+/// its start when its CPU is busy-polled by another `roce` process
+/// (`perf::cpu`).
 #[derive(Debug, Default)]
 struct Idle {
     spins: u32,
@@ -959,6 +961,9 @@ impl<B: FrameIo> Client<B> {
         let mut guard = AbortGuard(sh, true);
         let mut wcs = [blank_wc(); 64];
         let mut idle = Idle::new(self.backend);
+        let _cpu = idle
+            .busy_poll
+            .then(|| super::cpu::check_busy_poll("client"));
         let mut last_progress = sh.now_ns();
         loop {
             let now_ns = sh.now_ns();
@@ -1168,6 +1173,9 @@ impl<B: FrameIo> Server<B> {
         let mut guard = AbortGuard(sh, true);
         let mut wcs = [blank_wc(); 64];
         let mut idle = Idle::new(self.backend);
+        let _cpu = idle
+            .busy_poll
+            .then(|| super::cpu::check_busy_poll("server"));
         loop {
             let now_ns = sh.now_ns();
             let now = Instant::from_nanos(now_ns);
