@@ -6,7 +6,8 @@
 //! RoCE ICRCs checked with [`RocePacket::icrc_status`] (IBTA 1.7 §7.8.1, RoCEv2
 //! Annex A17.4). The entry point [`decode_bytes`] works on a capture held in
 //! memory and writes to any [`Write`], so a fuzz target can drive it without a
-//! filesystem.
+//! filesystem; [`decode_path`] streams a file or a pipe (never read whole;
+//! devices and directories are refused).
 //!
 //! # Text output
 //!
@@ -32,7 +33,12 @@
 //!   msn=`, `DETH qkey= srcqp=`, `ImmDt=`, `AtomicETH ...`, `AtomicAckETH orig=`,
 //!   `IETH rkey=`, `RDETH eec=`, `XRCETH srq=`, `FETH ...`), separated by ` | `,
 //!   then flags: `SE`, `M` (MigReq), `pad=N`, `FECN`, `BECN`, `ecn=CE`, the VLAN
-//!   tag, and for a bad ICRC the wire and the computed value (wire byte order).
+//!   tag, `ip_checksum=0xWIRE expected=0xRIGHT` for a wrong IPv4 header
+//!   checksum (the frame is decoded all the same, as tshark does; the ICRC
+//!   masks that field), and for a bad ICRC the wire and the computed value
+//!   (wire byte order).
+//!
+//! A capture without frames prints the header line and `(no frames)`.
 //!
 //! Other frames show the source and destination MAC, a kind in the `OPCODE`
 //! column, and details right after it: `PFC` (class-enable vector and the timer of
@@ -59,7 +65,8 @@
 //!   `{"syndrome" (raw byte), "msn", "text"}`, `atomic_ack_eth` `{"orig"}`,
 //!   `immdt` (big-endian value), `ieth`; then `payload_len` (bytes, without pad),
 //!   `icrc` (the 4 wire bytes as hex in wire order, null when not captured),
-//!   `icrc_status` (`ok`, `bad`, `truncated`);
+//!   `icrc_status` (`ok`, `bad`, `truncated`); optional `ip_checksum_bad`
+//!   `{"wire", "computed"}` when the IPv4 header checksum is wrong;
 //! - `bad_roce`, `bad_mac_control`: `error` (the drop counter name, e.g.
 //!   `rx_ipv4_bad_ihl`);
 //! - `pfc`: `class_enable` (number), `quanta` (8 numbers, priority 0 first);
@@ -80,7 +87,7 @@ use roce_stack::wire::{
     classify, ExtHeaders, Frame, IcrcStatus, L2Info, NetInfo, Opcode, RocePacket,
 };
 
-use crate::pcap_io::{CaptureError, CapturedFrame, Frames};
+use crate::pcap_io::{open_capture, CaptureError, CapturedFrame, Frames, OpenError};
 
 /// The capture decoded when no file is given: `pcap-fixtures/pcaps/rc_mix.pcap`,
 /// a mix of RC traffic built by our own frame builder.
@@ -379,14 +386,31 @@ impl Summary {
     }
 }
 
-/// Read a capture file into memory.
+/// Decode the capture file at `path`, streamed ([`crate::pcap_io::open_capture`]:
+/// a regular file or a pipe; its magic number checked from the first 4
+/// bytes, one record in memory at a time), and write the result to `out`
+/// as [`decode_bytes`] does. Returns the counts.
 ///
-/// Errors: [`DecodeError::Read`].
-pub fn read_capture(path: &Path) -> Result<Vec<u8>, DecodeError> {
-    std::fs::read(path).map_err(|source| DecodeError::Read {
+/// Errors: [`DecodeError::Read`] (cannot open it, it is a device or a
+/// directory, a read fails), [`DecodeError::Capture`], [`DecodeError::Output`].
+pub fn decode_path(
+    path: &Path,
+    opts: &DecodeOptions,
+    out: &mut dyn Write,
+) -> Result<Summary, DecodeError> {
+    let read_err = |m: String| DecodeError::Read {
         path: path.to_path_buf(),
-        source,
-    })
+        source: io::Error::other(m),
+    };
+    let mut r = open_capture(path).map_err(|e| match e {
+        OpenError::Capture(c) => DecodeError::Capture(c),
+        OpenError::Io(m) | OpenError::NotACapture(m) => read_err(m),
+    })?;
+    let mut decoder = Decoder::new(*opts);
+    while let Some(frame) = r.next_frame() {
+        decoder.frame(&frame?, out)?;
+    }
+    Ok(decoder.finish(out)?)
 }
 
 /// Decode a whole capture held in memory (pcap or pcapng, detected by magic
@@ -444,7 +468,23 @@ impl Decoder {
     /// Classify and count one frame, and write its line unless `stats` is set.
     /// Returns its kind.
     pub fn frame(&mut self, f: &CapturedFrame<'_>, out: &mut dyn Write) -> io::Result<FrameKind> {
-        let frame = classify(f.data);
+        let mut frame = classify(f.data);
+        // A RoCE frame whose only fault is its IPv4 header checksum is shown
+        // decoded, with the checksum flagged (tshark decodes the BTH whatever
+        // the checksum; the ICRC masks the checksum field, so the ICRC status
+        // is the frame's own).
+        let fixed;
+        let mut ip_bad = None;
+        if let Frame::BadRoce(l2, roce_stack::wire::Error::Ipv4BadChecksum) = frame {
+            if let Some((copy, wire, computed)) = with_ipv4_checksum_fixed(f.data, l2.header_len())
+            {
+                fixed = copy;
+                if let Frame::Roce(p) = classify(&fixed) {
+                    frame = Frame::Roce(p);
+                    ip_bad = Some((wire, computed));
+                }
+            }
+        }
         let kind = FrameKind::of(&frame);
         self.summary.frames += 1;
         self.summary.kinds.add(kind);
@@ -467,21 +507,29 @@ impl Decoder {
         }
         self.line.clear();
         if self.opts.json {
-            write_json(&mut self.line, f.number, &frame, icrc);
+            write_json(&mut self.line, f.number, &frame, icrc, ip_bad);
         } else {
             if !self.header_done {
                 self.header_done = true;
                 write_text_header(&mut self.line);
             }
-            write_text(&mut self.line, f.number, &frame, icrc);
+            write_text(&mut self.line, f.number, &frame, icrc, ip_bad);
         }
         self.line.push('\n');
         out.write_all(self.line.as_bytes())?;
         Ok(kind)
     }
 
-    /// Write the counts if `stats` is set, flush, and return the counts.
-    pub fn finish(self, out: &mut dyn Write) -> io::Result<Summary> {
+    /// Write the counts if `stats` is set, flush, and return the counts. A
+    /// capture without frames still gets the header line in text mode,
+    /// followed by `(no frames)` (JSON Lines: no line, zero objects).
+    pub fn finish(mut self, out: &mut dyn Write) -> io::Result<Summary> {
+        if !self.opts.stats && !self.opts.json && !self.header_done {
+            self.line.clear();
+            write_text_header(&mut self.line);
+            self.line.push_str("(no frames)\n");
+            out.write_all(self.line.as_bytes())?;
+        }
         if self.opts.stats {
             if self.opts.json {
                 let mut s = self.summary.to_json().to_string();
@@ -672,10 +720,38 @@ fn write_ext_text(s: &mut String, e: &ExtHeaders) {
     }
 }
 
-fn write_text(s: &mut String, number: u64, frame: &Frame<'_>, icrc: Option<IcrcStatus>) {
+/// A copy of `frame` with the IPv4 header at `l3` given its right header
+/// checksum (RFC 791 / RFC 1071), the wire and the computed value; `None`
+/// when there is no whole IPv4 header there.
+fn with_ipv4_checksum_fixed(frame: &[u8], l3: usize) -> Option<(Vec<u8>, u16, u16)> {
+    let ihl = usize::from(frame.get(l3)? & 0x0F) * 4;
+    let hdr = frame.get(l3..l3 + ihl).filter(|_| ihl >= 20)?;
+    let wire = u16::from_be_bytes([hdr[10], hdr[11]]);
+    let mut sum: u32 = 0;
+    for (i, w) in hdr.chunks(2).enumerate() {
+        if i != 5 {
+            sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    let computed = !(sum as u16);
+    let mut copy = frame.to_vec();
+    copy[l3 + 10..l3 + 12].copy_from_slice(&computed.to_be_bytes());
+    Some((copy, wire, computed))
+}
+
+fn write_text(
+    s: &mut String,
+    number: u64,
+    frame: &Frame<'_>,
+    icrc: Option<IcrcStatus>,
+    ip_bad: Option<(u16, u16)>,
+) {
     let _ = write!(s, "{number:>6}  ");
     match frame {
-        Frame::Roce(p) => write_roce_text(s, p, icrc.unwrap_or(IcrcStatus::Truncated)),
+        Frame::Roce(p) => write_roce_text(s, p, icrc.unwrap_or(IcrcStatus::Truncated), ip_bad),
         Frame::BadRoce(l2, e) => {
             write_macs(s, Some(l2));
             write_kind_label(s, "BAD_ROCE");
@@ -745,7 +821,12 @@ fn write_text(s: &mut String, number: u64, frame: &Frame<'_>, icrc: Option<IcrcS
     s.truncate(t);
 }
 
-fn write_roce_text(s: &mut String, p: &RocePacket<'_>, icrc: IcrcStatus) {
+fn write_roce_text(
+    s: &mut String,
+    p: &RocePacket<'_>,
+    icrc: IcrcStatus,
+    ip_bad: Option<(u16, u16)>,
+) {
     let (sport, dport) = match p.udp() {
         Some(u) => (Some(u.src_port), Some(u.dst_port)),
         None => (None, None),
@@ -805,6 +886,10 @@ fn write_roce_text(s: &mut String, p: &RocePacket<'_>, icrc: IcrcStatus) {
     if let Some(v) = p.l2().vlan {
         flag(s, "vlan=");
         let _ = write!(s, "{} pcp={}", v.vid, v.pcp);
+    }
+    if let Some((wire, computed)) = ip_bad {
+        flag(s, "ip_checksum=");
+        let _ = write!(s, "0x{wire:04x} expected=0x{computed:04x}");
     }
     if let IcrcStatus::Bad { expected, found } = icrc {
         flag(s, "icrc=");
@@ -888,7 +973,13 @@ impl<'s> Obj<'s> {
     }
 }
 
-fn write_json(s: &mut String, number: u64, frame: &Frame<'_>, icrc: Option<IcrcStatus>) {
+fn write_json(
+    s: &mut String,
+    number: u64,
+    frame: &Frame<'_>,
+    icrc: Option<IcrcStatus>,
+    ip_bad: Option<(u16, u16)>,
+) {
     let kind = FrameKind::of(frame);
     let l2 = match frame {
         Frame::Roce(p) => Some(p.l2()),
@@ -923,7 +1014,15 @@ fn write_json(s: &mut String, number: u64, frame: &Frame<'_>, icrc: Option<IcrcS
         None => o.null("vlan"),
     }
     match frame {
-        Frame::Roce(p) => write_roce_json(&mut o, p, icrc.unwrap_or(IcrcStatus::Truncated)),
+        Frame::Roce(p) => {
+            write_roce_json(&mut o, p, icrc.unwrap_or(IcrcStatus::Truncated));
+            if let Some((wire, computed)) = ip_bad {
+                let mut c = o.obj("ip_checksum_bad");
+                c.num("wire", wire);
+                c.num("computed", computed);
+                c.end();
+            }
+        }
         Frame::BadRoce(_, e) | Frame::BadMacControl(_, e) => o.str("error", e.counter_name()),
         Frame::Pfc(_, p) => {
             o.num("class_enable", p.class_enable);

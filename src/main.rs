@@ -65,7 +65,14 @@ The capture is the oracle: our READ responses and atomic ACKs must equal the \
 captured ones in order (opcode, PSN, AETH syndrome class and MSN, payload, \
 original value), every captured ACK/NAK must have one of ours with its PSN \
 (extra ACKs are counted: NICs coalesce), our requests must equal the captured \
-ones. Exit status: 0 all matched; 1 a mismatch; 2 usage, I/O or set-up errors.";
+ones, every message delivered to a receive WQE must complete one of ours. \
+QP1 (the GSI: RDMA CM's MADs) is not replayable. The capture is streamed \
+(magic number first, devices refused, records of at most 262144 bytes, at most \
+1 GiB of frames kept).
+
+Exit status: 0 all matched; 1 a mismatch, or nothing compared (no frame fed, or \
+nothing of the QP in the capture to compare with); 2 usage, I/O or set-up \
+errors.";
 
 #[derive(Debug, clap::Args)]
 struct ReplayArgs {
@@ -186,7 +193,11 @@ path.";
 const DECODE_LONG_ABOUT: &str = "\
 Decode a pcap or pcapng capture (detected by magic number; link type Ethernet \
 only): one line per frame, in the spirit of `tshark -T fields`. Without FILE, an \
-embedded sample capture (pcap-fixtures/pcaps/rc_mix.pcap) is decoded.
+embedded sample capture (pcap-fixtures/pcaps/rc_mix.pcap) is decoded. FILE is \
+streamed, never read whole: a regular file or a pipe (devices and directories \
+are refused), checked by its magic number before anything else is read, each \
+record at most 262144 bytes (Wireshark's limit). A capture without frames \
+prints the header line and `(no frames)`.
 
 Text columns (a header line comes first):
   FRAME        frame number, 1-based (as in Wireshark)
@@ -204,8 +215,10 @@ Text columns (a header line comes first):
   DETAILS      extension headers, separated by ` | `: RETH va/rkey/len, AETH
                syndrome and MSN, DETH qkey/srcqp, ImmDt, AtomicETH, AtomicAckETH,
                IETH, RDETH, XRCETH, FETH; then flags: SE, M (MigReq), pad=N, FECN,
-               BECN, ecn=CE, pkey (if not 0xffff), VLAN; for a bad ICRC the wire
-               and the computed value (wire byte order)
+               BECN, ecn=CE, pkey (if not 0xffff), VLAN; ip_checksum=WIRE
+               expected=RIGHT for a wrong IPv4 header checksum (the frame is
+               still decoded, as tshark does); for a bad ICRC the wire and the
+               computed value (wire byte order)
 Other frames print their details right after the kind: PFC class-enable vector \
 and the pause timer (quanta) of each enabled priority; PAUSE quanta; ARP who-has/\
 is-at; BAD_ROCE drop reason; other: EtherType.
@@ -250,7 +263,8 @@ struct PerfArgs {
     /// Number of QPs; work is spread round-robin.
     #[arg(short = 'q', long = "qps", default_value_t = 1)]
     qps: u32,
-    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (the IBTA's five; `enum
+    /// ibv_mtu`), nothing in between.
     #[arg(short = 'm', long, default_value = "4096", value_parser = perf::parse_mtu)]
     mtu: Mtu,
     /// Work requests outstanding per QP (BW tests).
@@ -261,15 +275,18 @@ struct PerfArgs {
     #[arg(short = 'Q', long = "cq-mod", default_value_t = perf::DEFAULT_CQ_MOD)]
     cq_mod: u32,
     /// Local ACK timeout code: 4.096 us x 2^CODE, 0..=20, 0 = no timer
-    /// (perftest's -u).
-    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14)]
+    /// (perftest's -u; the IBTA field goes to 31, but above 20, 4.3 s, a
+    /// lossy run looks hung).
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14, value_parser = perf::parse_qp_timeout)]
     qp_timeout: u8,
     /// Drop each frame on the wire with this probability, in [0, 1).
     #[arg(long, default_value = "0", allow_hyphen_values = true, value_parser = perf::parse_loss)]
     loss: f64,
-    /// Seed of the loss generator, data patterns and initial PSNs.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Seed of the loss generator, data patterns, initial PSNs and the
+    /// R_Keys and VAs of the memory regions, for a reproducible run
+    /// [default: random, so PSNs and R_Keys cannot be guessed].
+    #[arg(long)]
+    seed: Option<u64>,
     /// Record every delivered frame of both directions to this pcap file
     /// (Ethernet, nanosecond timestamps); slows the run.
     #[arg(long, value_name = "OUT")]
@@ -333,7 +350,7 @@ impl PerfArgs {
             cq_mod: Some(self.cq_mod),
             qp_timeout: Some(self.qp_timeout),
             loss: Some(self.loss),
-            seed: Some(self.seed),
+            seed: self.seed,
             pcap: self.pcap.clone(),
             backend: Some(self.backend),
         }
@@ -399,14 +416,13 @@ fn run_perf(args: &PerfArgs) -> ExitCode {
         let report = match args.remote() {
             Some(remote) => {
                 perf::check_remote(&cfg)?;
-                if remote.role == perf::RemoteRole::Server {
-                    let _ = writeln!(
-                        io::stdout(),
-                        " Waiting for a client on TCP port {} ...",
-                        remote.port
-                    );
-                }
-                perf::run_remote(&cfg, &remote, Some(&mut show))
+                // The port bound (the one the system chose for -p 0).
+                let mut listening = |port: u16| {
+                    let mut out = io::stdout();
+                    let _ = writeln!(out, " Waiting for a client on TCP port {port} ...");
+                    let _ = out.flush();
+                };
+                perf::run_remote(&cfg, &remote, Some(&mut show), Some(&mut listening))
             }
             None => perf::run(&cfg, Some(&mut show)),
         };
@@ -467,17 +483,14 @@ fn run_decode(args: &DecodeArgs) -> Result<(), DecodeError> {
         stats: args.stats,
         json: args.json,
     };
-    let owned;
-    let data: &[u8] = match &args.file {
-        Some(path) => {
-            owned = decode::read_capture(path)?;
-            &owned
-        }
-        None => decode::EMBEDDED_DEFAULT,
-    };
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let result = decode::decode_bytes(data, &opts, &mut out);
+    let result = match &args.file {
+        // Streamed: never read whole (a device or a huge file cannot
+        // exhaust memory).
+        Some(path) => decode::decode_path(path, &opts, &mut out),
+        None => decode::decode_bytes(decode::EMBEDDED_DEFAULT, &opts, &mut out),
+    };
     // Frames decoded before an error are still shown.
     let flushed = out.flush().map_err(DecodeError::Output);
     result?;

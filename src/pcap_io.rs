@@ -1,5 +1,10 @@
-//! Reading capture files held in memory: classic pcap and pcapng, told apart by
-//! their magic number, through the `pcap-file` crate.
+//! Reading capture files, held in memory ([`Frames`]) or streamed from a file
+//! or pipe ([`CaptureReader`]): classic pcap and pcapng, told apart by their
+//! magic number, through the `pcap-file` crate. A stream is never read
+//! whole: its magic number is checked from its first 4 bytes, and each
+//! record's claimed length against [`MAX_RECORD_LEN`] (pcapng blocks:
+//! [`MAX_BLOCK_LEN`]) before its bytes are read, so memory stays at one
+//! record plus a 64 KiB read buffer whatever the input.
 //!
 //! - pcap (tcpdump format, <https://www.tcpdump.org/manpages/pcap-savefile.5.html>):
 //!   magic `a1b2c3d4` (microseconds) or `a1b23c4d` (nanoseconds), either byte
@@ -19,6 +24,7 @@
 //! any input: every inconsistency is a [`CaptureError`].
 
 use core::fmt;
+use std::io;
 
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::PcapNgParser;
@@ -26,6 +32,15 @@ use pcap_file::{DataLink, Endianness, PcapError};
 
 /// `LINKTYPE_ETHERNET` (tcpdump.org link-layer header types registry).
 pub const LINKTYPE_ETHERNET: u32 = 1;
+
+/// Largest captured length of one frame accepted, bytes: Wireshark's
+/// `WTAP_MAX_PACKET_SIZE_STANDARD` (tshark refuses larger records too). A
+/// record claiming more is an error before any of its bytes are read.
+pub const MAX_RECORD_LEN: u32 = 262_144;
+/// Largest pcapng block accepted, bytes (header and trailer included): a
+/// packet block of [`MAX_RECORD_LEN`] with room to spare for options, name
+/// resolution and statistics blocks.
+pub const MAX_BLOCK_LEN: u32 = 16 << 20;
 
 /// Length of the classic pcap global header, bytes.
 const PCAP_HEADER_LEN: usize = 24;
@@ -96,6 +111,25 @@ pub enum CaptureError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A record (pcap) or block (pcapng) claims more bytes than this tool
+    /// reads for one ([`MAX_RECORD_LEN`], [`MAX_BLOCK_LEN`]).
+    RecordTooLarge {
+        /// The number the next frame would have had (1-based).
+        frame: u64,
+        /// Byte offset of the record or block in the file.
+        offset: usize,
+        /// Bytes it claims.
+        claimed: u64,
+        /// The limit.
+        limit: u32,
+    },
+    /// Reading the input failed.
+    Read {
+        /// Byte offset where reading failed.
+        offset: usize,
+        /// The I/O error's message.
+        message: String,
+    },
     /// A pcapng packet names an interface with no Interface Description Block.
     UnknownInterface {
         /// The frame (1-based).
@@ -154,6 +188,18 @@ impl fmt::Display for CaptureError {
                 f,
                 "damaged pcapng block at byte offset {offset} (frame {frame}): {reason}"
             ),
+            CaptureError::RecordTooLarge {
+                frame,
+                offset,
+                claimed,
+                limit,
+            } => write!(
+                f,
+                "frame {frame} at byte offset {offset} claims {claimed} bytes, more than the {limit} a record may hold (a damaged or hostile capture)"
+            ),
+            CaptureError::Read { offset, message } => {
+                write!(f, "read error at byte offset {offset}: {message}")
+            }
             CaptureError::UnknownInterface { frame, interface } => write!(
                 f,
                 "frame {frame}: interface {interface} has no interface description block"
@@ -181,24 +227,369 @@ enum State {
     PcapNg(Box<PcapNgParser>),
 }
 
+/// What the next record of a capture is, as offsets into the unparsed
+/// bytes (so the same parser serves a capture in memory and a stream).
+enum Step {
+    /// A frame: its bytes are `at..at + len` of the data; the record took
+    /// `used` bytes.
+    Frame {
+        number: u64,
+        at: usize,
+        len: usize,
+        orig_len: u32,
+        used: usize,
+    },
+    /// A block without a frame, `used` bytes long.
+    Skip(usize),
+    /// The next record needs `need` bytes and fewer are there; `claimed` is
+    /// the length its header gives (`None`: the header itself is cut).
+    Need { need: usize, claimed: Option<u64> },
+    /// No byte left.
+    End,
+}
+
+/// The parser state shared by [`Frames`] and [`CaptureReader`].
+struct Core {
+    state: State,
+    next_number: u64,
+    done: bool,
+    format: CaptureFormat,
+}
+
+/// Where `part` starts in `whole` (a sub-slice of it).
+fn offset_in(whole: &[u8], part: &[u8]) -> usize {
+    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
+}
+
+/// How many bytes the file header needs, from its first bytes (at least 4;
+/// 12 for pcapng): Err for an unknown magic number or an oversized Section
+/// Header Block; `Ok(None)` when more bytes are needed to tell.
+fn header_len(data: &[u8]) -> Result<Option<usize>, CaptureError> {
+    if data.is_empty() {
+        return Err(CaptureError::Empty);
+    }
+    match be_u32(data) {
+        0xA1B2_C3D4 | 0xD4C3_B2A1 | 0xA1B2_3C4D | 0x4D3C_B2A1 if data.len() >= 4 => {
+            Ok(Some(PCAP_HEADER_LEN))
+        }
+        PCAPNG_SHB if data.len() >= 12 => {
+            let len = match data.get(8..12) {
+                Some([0x1A, 0x2B, 0x3C, 0x4D]) => be_u32(&data[4..8]),
+                _ => be_u32(&data[4..8]).swap_bytes(),
+            };
+            if len > MAX_BLOCK_LEN {
+                return Err(CaptureError::BadHeader {
+                    format: CaptureFormat::PcapNg,
+                    reason: "section header block longer than 16 MiB",
+                });
+            }
+            Ok(Some(len as usize))
+        }
+        PCAPNG_SHB => Ok(None),
+        magic if data.len() >= 4 => Err(CaptureError::UnknownMagic { magic }),
+        _ => Ok(None),
+    }
+}
+
+impl Core {
+    /// Detect the format by magic number and read the file header from
+    /// `data`; returns the parser and the header's length.
+    fn new(data: &[u8]) -> Result<(Core, usize), CaptureError> {
+        if data.is_empty() {
+            return Err(CaptureError::Empty);
+        }
+        let magic = be_u32(data);
+        let (state, format, rest) = match magic {
+            0xA1B2_C3D4 | 0xD4C3_B2A1 | 0xA1B2_3C4D | 0x4D3C_B2A1 => {
+                let bad = |reason| CaptureError::BadHeader {
+                    format: CaptureFormat::Pcap,
+                    reason,
+                };
+                if data.len() < PCAP_HEADER_LEN {
+                    return Err(bad("file shorter than the 24-byte global header"));
+                }
+                let (rest, parser) = PcapParser::new(data).map_err(|e| match e {
+                    PcapError::InvalidField(r) => bad(r),
+                    _ => bad("unreadable global header"),
+                })?;
+                let link_type = u32::from(parser.header().datalink);
+                if link_type != LINKTYPE_ETHERNET {
+                    return Err(CaptureError::UnsupportedLinkType {
+                        link_type,
+                        frame: None,
+                    });
+                }
+                (State::Pcap(parser), CaptureFormat::Pcap, rest)
+            }
+            PCAPNG_SHB => {
+                let (rest, parser) =
+                    PcapNgParser::new(data).map_err(|e| CaptureError::BadHeader {
+                        format: CaptureFormat::PcapNg,
+                        reason: match e {
+                            PcapError::IncompleteBuffer => {
+                                "section header block runs past the end of the file"
+                            }
+                            PcapError::InvalidField(r) => r,
+                            _ => "unreadable section header block",
+                        },
+                    })?;
+                (State::PcapNg(Box::new(parser)), CaptureFormat::PcapNg, rest)
+            }
+            // (From a file shorter than 4 bytes, `magic` holds what there is.)
+            _ => return Err(CaptureError::UnknownMagic { magic }),
+        };
+        let core = Core {
+            state,
+            next_number: 1,
+            done: false,
+            format,
+        };
+        Ok((core, data.len() - rest.len()))
+    }
+
+    /// The error for a record cut short by the end of the input.
+    fn truncated(&self, offset: usize, claimed: Option<u64>, available: usize) -> CaptureError {
+        CaptureError::Truncated {
+            frame: self.next_number,
+            offset,
+            needed: claimed,
+            available,
+        }
+    }
+
+    /// Parse the next record of `data` (the unparsed bytes, starting at byte
+    /// `base` of the file).
+    fn step(&mut self, data: &[u8], base: usize) -> Result<Step, CaptureError> {
+        match self.state {
+            State::Pcap(_) => self.step_pcap(data, base),
+            State::PcapNg(_) => self.step_pcapng(data, base),
+        }
+    }
+
+    fn step_pcap(&mut self, data: &[u8], base: usize) -> Result<Step, CaptureError> {
+        let State::Pcap(parser) = &self.state else {
+            return Ok(Step::End);
+        };
+        if data.is_empty() {
+            return Ok(Step::End);
+        }
+        if data.len() < PCAP_RECORD_HEADER_LEN {
+            return Ok(Step::Need {
+                need: PCAP_RECORD_HEADER_LEN,
+                claimed: None,
+            });
+        }
+        let incl = match parser.header().endianness {
+            Endianness::Big => be_u32(&data[8..12]),
+            Endianness::Little => be_u32(&data[8..12]).swap_bytes(),
+        };
+        // Lenient like tshark: an incl_len above the snap length or above
+        // orig_len is accepted as long as the bytes are there, up to the
+        // largest record Wireshark reads.
+        if incl > MAX_RECORD_LEN {
+            return Err(CaptureError::RecordTooLarge {
+                frame: self.next_number,
+                offset: base,
+                claimed: u64::from(incl),
+                limit: MAX_RECORD_LEN,
+            });
+        }
+        let need = PCAP_RECORD_HEADER_LEN + incl as usize;
+        if data.len() < need {
+            return Ok(Step::Need {
+                need,
+                claimed: Some(need as u64),
+            });
+        }
+        let raw = match parser.next_raw_packet(&data[..need]) {
+            Ok((_, raw)) => raw,
+            Err(_) => return Err(self.truncated(base, Some(need as u64), data.len())),
+        };
+        let number = self.next_number;
+        self.next_number += 1;
+        Ok(Step::Frame {
+            number,
+            at: PCAP_RECORD_HEADER_LEN,
+            len: raw.data.len(),
+            orig_len: raw.orig_len,
+            used: need,
+        })
+    }
+
+    fn step_pcapng(&mut self, data: &[u8], base: usize) -> Result<Step, CaptureError> {
+        let frame = self.next_number;
+        let State::PcapNg(parser) = &mut self.state else {
+            return Ok(Step::End);
+        };
+        if data.is_empty() {
+            return Ok(Step::End);
+        }
+        let bad = |reason| CaptureError::BadBlock {
+            frame,
+            offset: base,
+            reason,
+        };
+        if data.len() < 8 {
+            return Ok(Step::Need {
+                need: 8,
+                claimed: None,
+            });
+        }
+        // A Section Header Block gives its own byte order (its type reads
+        // the same both ways).
+        let big = if be_u32(data) == PCAPNG_SHB {
+            if data.len() < 12 {
+                return Ok(Step::Need {
+                    need: 12,
+                    claimed: None,
+                });
+            }
+            data[8..12] == [0x1A, 0x2B, 0x3C, 0x4D]
+        } else {
+            parser.section().endianness == Endianness::Big
+        };
+        let len = if big {
+            be_u32(&data[4..8])
+        } else {
+            be_u32(&data[4..8]).swap_bytes()
+        };
+        if len > MAX_BLOCK_LEN {
+            return Err(CaptureError::RecordTooLarge {
+                frame,
+                offset: base,
+                claimed: u64::from(len),
+                limit: MAX_BLOCK_LEN,
+            });
+        }
+        if data.len() < len as usize {
+            return Ok(Step::Need {
+                need: len as usize,
+                claimed: Some(u64::from(len)),
+            });
+        }
+        let block = &data[..(len as usize).max(8).min(data.len())];
+        let (rem, raw) = match parser.next_raw_block(block) {
+            Ok(x) => x,
+            Err(PcapError::IncompleteBuffer) => {
+                return Err(self.truncated(base, Some(u64::from(len)), data.len()))
+            }
+            Err(e) => {
+                return Err(bad(match e {
+                    PcapError::InvalidField(r) => r,
+                    PcapError::Utf8Error(_) | PcapError::FromUtf8Error(_) => {
+                        "invalid UTF-8 in an option"
+                    }
+                    PcapError::InvalidInterfaceId(_) => "invalid interface ID",
+                    _ => "unreadable block",
+                }))
+            }
+        };
+        let used = block.len() - rem.len();
+        let body: &[u8] = match raw.body {
+            std::borrow::Cow::Borrowed(b) => b,
+            // `next_raw_block` on a slice always borrows; an owned body would
+            // be a change in pcap-file: treat it as an empty block.
+            std::borrow::Cow::Owned(_) => &[],
+        };
+        let endianness = parser.section().endianness;
+        let u32_at = |off: usize| -> Option<u32> {
+            let b: [u8; 4] = body.get(off..off + 4)?.try_into().ok()?;
+            Some(match endianness {
+                Endianness::Big => u32::from_be_bytes(b),
+                Endianness::Little => u32::from_le_bytes(b),
+            })
+        };
+        let u16_at = |off: usize| -> Option<u16> {
+            let b: [u8; 2] = body.get(off..off + 2)?.try_into().ok()?;
+            Some(match endianness {
+                Endianness::Big => u16::from_be_bytes(b),
+                Endianness::Little => u16::from_le_bytes(b),
+            })
+        };
+        // (interface, captured bytes, original length)
+        let (interface, bytes, orig_len) = match raw.type_ {
+            PCAPNG_EPB => {
+                let (Some(interface), Some(cap), Some(orig)) = (u32_at(0), u32_at(12), u32_at(16))
+                else {
+                    return Err(bad("enhanced packet block shorter than 20 bytes"));
+                };
+                let Some(d) = body.get(20..).and_then(|d| d.get(..cap as usize)) else {
+                    return Err(bad(
+                        "enhanced packet block: captured length runs past the block",
+                    ));
+                };
+                (interface, d, orig)
+            }
+            PCAPNG_PB => {
+                let (Some(interface), Some(cap), Some(orig)) = (u16_at(0), u32_at(12), u32_at(16))
+                else {
+                    return Err(bad("packet block shorter than 20 bytes"));
+                };
+                let Some(d) = body.get(20..).and_then(|d| d.get(..cap as usize)) else {
+                    return Err(bad("packet block: captured length runs past the block"));
+                };
+                (u32::from(interface), d, orig)
+            }
+            PCAPNG_SPB => {
+                let Some(orig) = u32_at(0) else {
+                    return Err(bad("simple packet block shorter than 4 bytes"));
+                };
+                // Captured length = min(original length, interface 0's snap
+                // length, what the block holds).
+                let snap = parser.interfaces().first().map_or(0, |i| i.snaplen);
+                let room = body.len().saturating_sub(4);
+                let mut cap = (orig as usize).min(room);
+                if snap != 0 {
+                    cap = cap.min(snap as usize);
+                }
+                (0, body.get(4..4 + cap).unwrap_or(&[]), orig)
+            }
+            _ => return Ok(Step::Skip(used)),
+        };
+        if bytes.len() > MAX_RECORD_LEN as usize {
+            return Err(CaptureError::RecordTooLarge {
+                frame,
+                offset: base,
+                claimed: bytes.len() as u64,
+                limit: MAX_RECORD_LEN,
+            });
+        }
+        let Some(idb) = parser.interfaces().get(interface as usize) else {
+            return Err(CaptureError::UnknownInterface { frame, interface });
+        };
+        let link_type = u32::from(idb.linktype);
+        if link_type != LINKTYPE_ETHERNET {
+            return Err(CaptureError::UnsupportedLinkType {
+                link_type,
+                frame: Some(frame),
+            });
+        }
+        self.next_number += 1;
+        Ok(Step::Frame {
+            number: frame,
+            at: offset_in(data, bytes),
+            len: bytes.len(),
+            orig_len,
+            used,
+        })
+    }
+}
+
 /// The frames of a capture held in memory, in file order. Yields
 /// `Err(CaptureError)` once for a damaged file and then stops.
 pub struct Frames<'a> {
     data: &'a [u8],
     offset: usize,
-    next_number: u64,
-    state: State,
-    done: bool,
-    format: CaptureFormat,
+    core: Core,
 }
 
 impl fmt::Debug for Frames<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Frames")
-            .field("format", &self.format)
+            .field("format", &self.core.format)
             .field("offset", &self.offset)
-            .field("next_number", &self.next_number)
-            .field("done", &self.done)
+            .field("next_number", &self.core.next_number)
+            .field("done", &self.core.done)
             .finish()
     }
 }
@@ -217,244 +608,13 @@ impl<'a> Frames<'a> {
     /// Errors: [`CaptureError::Empty`], [`CaptureError::UnknownMagic`],
     /// [`CaptureError::BadHeader`], [`CaptureError::UnsupportedLinkType`] (pcap).
     pub fn new(data: &'a [u8]) -> Result<Frames<'a>, CaptureError> {
-        if data.is_empty() {
-            return Err(CaptureError::Empty);
-        }
-        let magic = be_u32(data);
-        match magic {
-            0xA1B2_C3D4 | 0xD4C3_B2A1 | 0xA1B2_3C4D | 0x4D3C_B2A1 => Self::new_pcap(data),
-            PCAPNG_SHB => Self::new_pcapng(data),
-            // (From a file shorter than 4 bytes, `magic` holds what there is.)
-            _ => Err(CaptureError::UnknownMagic { magic }),
-        }
-    }
-
-    fn new_pcap(data: &'a [u8]) -> Result<Frames<'a>, CaptureError> {
-        let bad = |reason| CaptureError::BadHeader {
-            format: CaptureFormat::Pcap,
-            reason,
-        };
-        if data.len() < PCAP_HEADER_LEN {
-            return Err(bad("file shorter than the 24-byte global header"));
-        }
-        let (rest, parser) = PcapParser::new(data).map_err(|e| match e {
-            PcapError::InvalidField(r) => bad(r),
-            _ => bad("unreadable global header"),
-        })?;
-        let link_type = u32::from(parser.header().datalink);
-        if link_type != LINKTYPE_ETHERNET {
-            return Err(CaptureError::UnsupportedLinkType {
-                link_type,
-                frame: None,
-            });
-        }
-        Ok(Frames {
-            data,
-            offset: data.len() - rest.len(),
-            next_number: 1,
-            state: State::Pcap(parser),
-            done: false,
-            format: CaptureFormat::Pcap,
-        })
-    }
-
-    fn new_pcapng(data: &'a [u8]) -> Result<Frames<'a>, CaptureError> {
-        let (rest, parser) = PcapNgParser::new(data).map_err(|e| CaptureError::BadHeader {
-            format: CaptureFormat::PcapNg,
-            reason: match e {
-                PcapError::IncompleteBuffer => "section header block runs past the end of the file",
-                PcapError::InvalidField(r) => r,
-                _ => "unreadable section header block",
-            },
-        })?;
-        Ok(Frames {
-            data,
-            offset: data.len() - rest.len(),
-            next_number: 1,
-            state: State::PcapNg(Box::new(parser)),
-            done: false,
-            format: CaptureFormat::PcapNg,
-        })
+        let (core, offset) = Core::new(data)?;
+        Ok(Frames { data, offset, core })
     }
 
     /// The format of the file.
     pub fn format(&self) -> CaptureFormat {
-        self.format
-    }
-
-    fn next_pcap(&mut self) -> Option<Result<CapturedFrame<'a>, CaptureError>> {
-        let State::Pcap(parser) = &self.state else {
-            return None;
-        };
-        let rest = self.data.get(self.offset..).unwrap_or(&[]);
-        if rest.is_empty() {
-            return None;
-        }
-        let truncated = |needed| CaptureError::Truncated {
-            frame: self.next_number,
-            offset: self.offset,
-            needed,
-            available: rest.len(),
-        };
-        // Raw records: lenient like tshark, an incl_len above the snap length or
-        // above orig_len is accepted as long as the bytes are there.
-        let (rem, raw) = match parser.next_raw_packet(rest) {
-            Ok(x) => x,
-            Err(_) if rest.len() < PCAP_RECORD_HEADER_LEN => return Some(Err(truncated(None))),
-            Err(_) => {
-                let incl = match parser.header().endianness {
-                    Endianness::Big => be_u32(rest.get(8..12).unwrap_or(&[])),
-                    Endianness::Little => be_u32(rest.get(8..12).unwrap_or(&[])).swap_bytes(),
-                };
-                return Some(Err(truncated(Some(
-                    PCAP_RECORD_HEADER_LEN as u64 + u64::from(incl),
-                ))));
-            }
-        };
-        let len = raw.data.len();
-        let start = self.offset + PCAP_RECORD_HEADER_LEN;
-        let frame = self.data.get(start..start + len).unwrap_or(&[]);
-        self.offset = self.data.len() - rem.len();
-        let number = self.next_number;
-        self.next_number += 1;
-        Some(Ok(CapturedFrame {
-            number,
-            data: frame,
-            orig_len: raw.orig_len,
-        }))
-    }
-
-    fn next_pcapng(&mut self) -> Option<Result<CapturedFrame<'a>, CaptureError>> {
-        let State::PcapNg(parser) = &mut self.state else {
-            return None;
-        };
-        loop {
-            let rest = self.data.get(self.offset..).unwrap_or(&[]);
-            if rest.is_empty() {
-                return None;
-            }
-            let block_offset = self.offset;
-            let frame = self.next_number;
-            let (rem, raw) = match parser.next_raw_block(rest) {
-                Ok(x) => x,
-                Err(PcapError::IncompleteBuffer) => {
-                    let needed = (rest.len() >= 8).then(|| {
-                        let len = be_u32(rest.get(4..8).unwrap_or(&[]));
-                        u64::from(match parser.section().endianness {
-                            Endianness::Big => len,
-                            Endianness::Little => len.swap_bytes(),
-                        })
-                    });
-                    return Some(Err(CaptureError::Truncated {
-                        frame,
-                        offset: block_offset,
-                        needed,
-                        available: rest.len(),
-                    }));
-                }
-                Err(e) => {
-                    return Some(Err(CaptureError::BadBlock {
-                        frame,
-                        offset: block_offset,
-                        reason: match e {
-                            PcapError::InvalidField(r) => r,
-                            PcapError::Utf8Error(_) | PcapError::FromUtf8Error(_) => {
-                                "invalid UTF-8 in an option"
-                            }
-                            PcapError::InvalidInterfaceId(_) => "invalid interface ID",
-                            _ => "unreadable block",
-                        },
-                    }))
-                }
-            };
-            self.offset = self.data.len() - rem.len();
-            let body: &'a [u8] = match raw.body {
-                std::borrow::Cow::Borrowed(b) => b,
-                // `next_raw_block` on a slice always borrows; an owned body would
-                // be a change in pcap-file: treat it as an empty block.
-                std::borrow::Cow::Owned(_) => &[],
-            };
-            let endianness = parser.section().endianness;
-            let bad = |reason| CaptureError::BadBlock {
-                frame,
-                offset: block_offset,
-                reason,
-            };
-            let u32_at = |off: usize| -> Option<u32> {
-                let b: [u8; 4] = body.get(off..off + 4)?.try_into().ok()?;
-                Some(match endianness {
-                    Endianness::Big => u32::from_be_bytes(b),
-                    Endianness::Little => u32::from_le_bytes(b),
-                })
-            };
-            let u16_at = |off: usize| -> Option<u16> {
-                let b: [u8; 2] = body.get(off..off + 2)?.try_into().ok()?;
-                Some(match endianness {
-                    Endianness::Big => u16::from_be_bytes(b),
-                    Endianness::Little => u16::from_le_bytes(b),
-                })
-            };
-            // (interface, captured bytes, original length)
-            let (interface, data, orig_len) = match raw.type_ {
-                PCAPNG_EPB => {
-                    let (Some(interface), Some(cap), Some(orig)) =
-                        (u32_at(0), u32_at(12), u32_at(16))
-                    else {
-                        return Some(Err(bad("enhanced packet block shorter than 20 bytes")));
-                    };
-                    let Some(data) = body.get(20..).and_then(|d| d.get(..cap as usize)) else {
-                        return Some(Err(bad(
-                            "enhanced packet block: captured length runs past the block",
-                        )));
-                    };
-                    (interface, data, orig)
-                }
-                PCAPNG_PB => {
-                    let (Some(interface), Some(cap), Some(orig)) =
-                        (u16_at(0), u32_at(12), u32_at(16))
-                    else {
-                        return Some(Err(bad("packet block shorter than 20 bytes")));
-                    };
-                    let Some(data) = body.get(20..).and_then(|d| d.get(..cap as usize)) else {
-                        return Some(Err(bad(
-                            "packet block: captured length runs past the block",
-                        )));
-                    };
-                    (u32::from(interface), data, orig)
-                }
-                PCAPNG_SPB => {
-                    let Some(orig) = u32_at(0) else {
-                        return Some(Err(bad("simple packet block shorter than 4 bytes")));
-                    };
-                    // Captured length = min(original length, interface 0's snap
-                    // length, what the block holds).
-                    let snap = parser.interfaces().first().map_or(0, |i| i.snaplen);
-                    let room = body.len().saturating_sub(4);
-                    let mut cap = (orig as usize).min(room);
-                    if snap != 0 {
-                        cap = cap.min(snap as usize);
-                    }
-                    (0, body.get(4..4 + cap).unwrap_or(&[]), orig)
-                }
-                _ => continue,
-            };
-            let Some(idb) = parser.interfaces().get(interface as usize) else {
-                return Some(Err(CaptureError::UnknownInterface { frame, interface }));
-            };
-            let link_type = u32::from(idb.linktype);
-            if link_type != LINKTYPE_ETHERNET {
-                return Some(Err(CaptureError::UnsupportedLinkType {
-                    link_type,
-                    frame: Some(frame),
-                }));
-            }
-            self.next_number += 1;
-            return Some(Ok(CapturedFrame {
-                number: frame,
-                data,
-                orig_len,
-            }));
-        }
+        self.core.format
     }
 }
 
@@ -462,18 +622,281 @@ impl<'a> Iterator for Frames<'a> {
     type Item = Result<CapturedFrame<'a>, CaptureError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
+        loop {
+            if self.core.done {
+                return None;
+            }
+            let data: &'a [u8] = self.data.get(self.offset..).unwrap_or(&[]);
+            let step = self.core.step(data, self.offset);
+            let item = match step {
+                Ok(Step::Skip(used)) => {
+                    self.offset += used;
+                    continue;
+                }
+                Ok(Step::End) => None,
+                Ok(Step::Need { claimed, .. }) => {
+                    Some(Err(self.core.truncated(self.offset, claimed, data.len())))
+                }
+                Ok(Step::Frame {
+                    number,
+                    at,
+                    len,
+                    orig_len,
+                    used,
+                }) => {
+                    self.offset += used;
+                    Some(Ok(CapturedFrame {
+                        number,
+                        data: data.get(at..at + len).unwrap_or(&[]),
+                        orig_len,
+                    }))
+                }
+                Err(e) => Some(Err(e)),
+            };
+            if !matches!(item, Some(Ok(_))) {
+                self.core.done = true;
+            }
+            return item;
         }
-        let item = match self.state {
-            State::Pcap(_) => self.next_pcap(),
-            State::PcapNg(_) => self.next_pcapng(),
-        };
-        if !matches!(item, Some(Ok(_))) {
-            self.done = true;
-        }
-        item
     }
 }
 
 impl core::iter::FusedIterator for Frames<'_> {}
+
+/// Bytes read from the source at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// The frames of a capture read from a stream (a file, a pipe), in file
+/// order, holding at most one record in memory (plus a read buffer of
+/// 64 KiB): the magic number is checked from the first 4 bytes, before
+/// anything else is read, and each record's length is checked against
+/// [`MAX_RECORD_LEN`] / [`MAX_BLOCK_LEN`] before its bytes are read. A
+/// lending iterator: [`CaptureReader::next_frame`] returns a frame that
+/// borrows the reader until the next call.
+pub struct CaptureReader<R> {
+    src: R,
+    buf: Vec<u8>,
+    /// Bytes of `buf` read from the source.
+    filled: usize,
+    /// Start of the unparsed bytes in `buf`.
+    pos: usize,
+    /// File offset of `buf[0]`.
+    base: usize,
+    eof: bool,
+    core: Core,
+}
+
+impl<R> fmt::Debug for CaptureReader<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CaptureReader")
+            .field("format", &self.core.format)
+            .field("offset", &(self.base + self.pos))
+            .field("next_number", &self.core.next_number)
+            .finish()
+    }
+}
+
+/// Read from `src` into `buf[*filled..]` until `*filled >= want` or the
+/// source ends. `buf` is storage: it only grows, to `want` (or `chunk`, the
+/// most read at once), so its bytes are zeroed once, not per read.
+fn fill_to<R: io::Read>(
+    src: &mut R,
+    buf: &mut Vec<u8>,
+    filled: &mut usize,
+    want: usize,
+    chunk: usize,
+    eof: &mut bool,
+    offset: usize,
+) -> Result<(), CaptureError> {
+    while *filled < want && !*eof {
+        let size = want.max(chunk);
+        if buf.len() < size {
+            buf.resize(size, 0);
+        }
+        let end = if chunk == 0 { want } else { buf.len() };
+        match src.read(&mut buf[*filled..end]) {
+            Ok(0) => *eof = true,
+            Ok(n) => *filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(CaptureError::Read {
+                    offset: offset + *filled,
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<R: io::Read> CaptureReader<R> {
+    /// Check the magic number (from the first 4 bytes), then read the file
+    /// header.
+    ///
+    /// Errors: as [`Frames::new`], and [`CaptureError::Read`].
+    pub fn new(mut src: R) -> Result<CaptureReader<R>, CaptureError> {
+        let mut buf = Vec::new();
+        let mut filled = 0;
+        let mut eof = false;
+        // Exactly what is needed to tell the header's length: 4 bytes, then
+        // 12 (pcapng), then the header.
+        let mut want = 4;
+        let hlen = loop {
+            fill_to(&mut src, &mut buf, &mut filled, want, 0, &mut eof, 0)?;
+            match header_len(&buf[..filled])? {
+                Some(n) => break n,
+                None if eof => break filled,
+                None => want = 12,
+            }
+        };
+        fill_to(&mut src, &mut buf, &mut filled, hlen, 0, &mut eof, 0)?;
+        let (core, used) = Core::new(&buf[..filled])?;
+        Ok(CaptureReader {
+            src,
+            buf,
+            filled,
+            pos: used,
+            base: 0,
+            eof,
+            core,
+        })
+    }
+
+    /// The format of the file.
+    pub fn format(&self) -> CaptureFormat {
+        self.core.format
+    }
+
+    /// Make `need` unparsed bytes available (fewer at the end of the input).
+    fn fill(&mut self, need: usize) -> Result<(), CaptureError> {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.filled, 0);
+            self.filled -= self.pos;
+            self.base += self.pos;
+            self.pos = 0;
+        }
+        fill_to(
+            &mut self.src,
+            &mut self.buf,
+            &mut self.filled,
+            need,
+            READ_CHUNK,
+            &mut self.eof,
+            self.base,
+        )
+    }
+
+    /// The next frame, `None` at the end; an error once, then `None`.
+    pub fn next_frame(&mut self) -> Option<Result<CapturedFrame<'_>, CaptureError>> {
+        loop {
+            if self.core.done {
+                return None;
+            }
+            let data = self.buf.get(self.pos..self.filled).unwrap_or(&[]);
+            let available = data.len();
+            let offset = self.base + self.pos;
+            let step = self.core.step(data, offset);
+            match step {
+                Ok(Step::Skip(used)) => self.pos += used,
+                Ok(Step::End | Step::Need { .. }) if !self.eof => {
+                    let need = match step {
+                        Ok(Step::Need { need, .. }) => need,
+                        _ => 1,
+                    };
+                    if let Err(e) = self.fill(need) {
+                        self.core.done = true;
+                        return Some(Err(e));
+                    }
+                }
+                Ok(Step::End) => {
+                    self.core.done = true;
+                    return None;
+                }
+                Ok(Step::Need { claimed, .. }) => {
+                    self.core.done = true;
+                    return Some(Err(self.core.truncated(offset, claimed, available)));
+                }
+                Ok(Step::Frame {
+                    number,
+                    at,
+                    len,
+                    orig_len,
+                    used,
+                }) => {
+                    let start = self.pos + at;
+                    self.pos += used;
+                    return Some(Ok(CapturedFrame {
+                        number,
+                        data: self.buf.get(start..start + len).unwrap_or(&[]),
+                        orig_len,
+                    }));
+                }
+                Err(e) => {
+                    self.core.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// What kind of file `path` is, when it is not one a capture can be read
+/// from: `Some("a character device")` etc.; `None` for a regular file, a
+/// pipe or a FIFO (read as streams).
+pub fn unreadable_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_file() || t.is_fifo() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// Open a capture file for [`CaptureReader`]: a regular file, or a pipe or
+/// FIFO (`/dev/stdin`, `<(tcpdump -w - ...)`); devices (`/dev/zero`,
+/// `/dev/urandom`), directories and sockets are refused with a message
+/// naming what they are.
+///
+/// # Errors
+/// The message of the failed `open`/`stat`, or of the refusal.
+pub fn open_capture(path: &std::path::Path) -> Result<CaptureReader<std::fs::File>, OpenError> {
+    let f = std::fs::File::open(path).map_err(|e| OpenError::Io(e.to_string()))?;
+    let meta = f.metadata().map_err(|e| OpenError::Io(e.to_string()))?;
+    if let Some(kind) = unreadable_kind(&meta) {
+        return Err(OpenError::NotACapture(format!(
+            "is {kind}, not a capture file (give a pcap or pcapng file, or a pipe)"
+        )));
+    }
+    CaptureReader::new(f).map_err(OpenError::Capture)
+}
+
+/// Why [`open_capture`] failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenError {
+    /// Opening or examining the file failed (the I/O error's message).
+    Io(String),
+    /// The path names something that is not a file or pipe.
+    NotACapture(String),
+    /// The file is not a capture, or its header is damaged.
+    Capture(CaptureError),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Io(m) | OpenError::NotACapture(m) => f.write_str(m),
+            OpenError::Capture(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}

@@ -46,13 +46,19 @@
 //!   A duration run (`-D`) stamps no operation (the stamps would grow by 16
 //!   bytes per message for as long as the run lasts); it counts completions
 //!   per 100 ms instead, and its peak is the best one-second window of those
-//!   (the average when the run is shorter).
+//!   (the average when the run is shorter). So does a `-n` run of more than
+//!   2^20 operations in all (16 MiB of stamps; perftest stops measuring the
+//!   peak above 20,000 iterations), and its table says so.
 //! - Latency (`--lat`): the time from `post_send` to the poll that returns its
 //!   completion, with one operation outstanding, in microseconds. For WRITE and
 //!   SEND that is a full round trip (request out, ACK back), like perftest's
 //!   `ib_read_lat` and `ib_atomic_lat` measure; perftest's `ib_write_lat` and
 //!   `ib_send_lat` instead ping-pong between the two hosts and report half a
-//!   round trip, so their figures correspond to about half of ours.
+//!   round trip, so their figures correspond to about half of ours. At most
+//!   2^20 samples are kept: beyond, the median and percentiles come from a
+//!   uniform sample of that many (reservoir sampling) and the table says so;
+//!   minimum, maximum, mean and standard deviation are always over every
+//!   operation.
 //!
 //! # Verification
 //!
@@ -77,6 +83,28 @@
 //! a TCP side channel as perftest does ([`run_remote`]; the format is in the
 //! `remote` module's source).
 //!
+//! # Limits, keys and hostile peers
+//!
+//! Every input is bounded before anything is allocated: `-q` at most
+//! [`MAX_QPS`], `--tx-depth` at most [`MAX_TX_DEPTH`], and everything the
+//! configuration makes the run allocate (both sides' memory regions, every
+//! QP's send and receive rings with their WQE slots and responder resources,
+//! the CQs, frame buffers, stamps) at most [`MAX_MEMORY`]
+//! ([`roce_stack::verbs::QpInitAttr::footprint`] counts a QP); a server
+//! applies the same checks to the configuration a client sends and refuses
+//! it with an `error` line (exit status 2). The side channel's limits are in
+//! the `remote` module.
+//!
+//! Without `--seed` the seed is random (`/dev/urandom`), and with it the
+//! initial PSNs (24 bits per QP, as perftest's `lrand48() & 0xffffff`), the
+//! memory regions' R_Keys (32 bits) and their VAs (a random page), so a peer
+//! that is not party to the side channel cannot aim a forged request at a
+//! run; `--seed S` repeats a run exactly. Each side registers exactly the
+//! region it advertises (`len` bytes at `va`), so an access just past it is
+//! refused with a remote access error NAK (IBTA 1.7 §9.7.4.1.5 C9-88). A QP
+//! that fails (e.g. on such a NAK) puts what it has queued on the wire
+//! before its loop stops, so the peer gets the NAK and its completion status.
+//!
 //! # Capture
 //!
 //! `--pcap OUT` writes every frame the wire delivers, both directions, to a
@@ -95,6 +123,7 @@
 //! the Zen 3 machines this runs on (glibc bug 30994; PERF-NOTES.md). Headers are
 //! 54..=74 bytes long, so the differences are 54..=74 or 182..=202 modulo 256.
 
+mod cpu;
 mod engine;
 mod remote;
 mod stats;
@@ -124,8 +153,19 @@ pub const ATOMIC_SIZE: u64 = 8;
 /// IBTA 1.7 §9.4.4; memory is the practical bound).
 pub const MAX_SIZE: u64 = 1 << 30;
 
-/// Largest memory (both MRs together, bytes) a run may register.
+/// Largest memory a run may allocate, bytes: both sides' memory regions,
+/// QPs (rings, WQE slots, responder resources), CQs, frame buffers and
+/// stamps together, as computed from the configuration before anything is
+/// allocated (the same bound applies to a server taking its configuration
+/// from a client).
 pub const MAX_MEMORY: u64 = 4 << 30;
+
+/// Largest `-q` (perftest's `MAX_QP_NUM` is larger; a software stack's QPs
+/// cost memory and time per pass).
+pub const MAX_QPS: u32 = 4096;
+
+/// Largest `--tx-depth` (ConnectX's `max_qp_wr` is 32768).
+pub const MAX_TX_DEPTH: u32 = 16384;
 
 /// Largest `--qp-timeout` code accepted: 4.096 µs × 2^20 ≈ 4.3 s (longer
 /// timers would make a lossy run look hung).
@@ -211,7 +251,9 @@ pub struct PerfConfig {
     pub qp_timeout: u8,
     /// Probability that the wire drops a frame, in [0, 1).
     pub loss: f64,
-    /// Seed of the loss generator and of the data patterns and initial PSNs.
+    /// Seed of the loss generator, the data patterns, the initial PSNs and
+    /// the memory regions' R_Keys and VAs (random unless `--seed` was
+    /// given).
     pub seed: u64,
     /// Write the delivered frames of both directions to this pcap file.
     pub pcap: Option<PathBuf>,
@@ -244,7 +286,8 @@ pub struct PerfOptions {
     pub qp_timeout: Option<u8>,
     /// `--loss` (default 0).
     pub loss: Option<f64>,
-    /// `--seed` (default 1).
+    /// `--seed` (default: a random seed, so that initial PSNs, R_Keys and
+    /// VAs differ from run to run).
     pub seed: Option<u64>,
     /// `--pcap`.
     pub pcap: Option<PathBuf>,
@@ -284,13 +327,13 @@ impl PerfConfig {
             (None, None) => Limit::Iters(if o.lat { 1000 } else { 5000 }),
         };
         let qps = o.qps.unwrap_or(1);
-        if !(1..=4096).contains(&qps) {
-            return Err(usage(format!("-q must be 1..=4096, not {qps}")));
+        if !(1..=MAX_QPS).contains(&qps) {
+            return Err(usage(format!("-q must be 1..={MAX_QPS}, not {qps}")));
         }
         let tx_depth = o.tx_depth.unwrap_or(128);
-        if !(1..=16384).contains(&tx_depth) {
+        if !(1..=MAX_TX_DEPTH).contains(&tx_depth) {
             return Err(usage(format!(
-                "--tx-depth must be 1..=16384, not {tx_depth}"
+                "--tx-depth must be 1..={MAX_TX_DEPTH}, not {tx_depth}"
             )));
         }
         let cq_mod = match o.cq_mod {
@@ -301,9 +344,7 @@ impl PerfConfig {
         };
         let qp_timeout = o.qp_timeout.unwrap_or(14);
         if qp_timeout > MAX_QP_TIMEOUT {
-            return Err(usage(format!(
-                "--qp-timeout must be 0..={MAX_QP_TIMEOUT}, not {qp_timeout}"
-            )));
+            return Err(usage(qp_timeout_range(&qp_timeout.to_string())));
         }
         let backend = o.backend.unwrap_or(BackendKind::Mem);
         if backend == BackendKind::Dpdk && cfg!(not(feature = "dpdk")) {
@@ -324,15 +365,21 @@ impl PerfConfig {
             cq_mod,
             qp_timeout,
             loss,
-            seed: o.seed.unwrap_or(1),
+            seed: o.seed.unwrap_or_else(random_seed),
             pcap: o.pcap.clone(),
             backend,
         };
         let mem = engine::memory_needed(&cfg);
-        if mem > MAX_MEMORY {
+        if mem.total() > MAX_MEMORY {
             return Err(usage(format!(
-                "the run would register {} MiB of memory (limit {} MiB); lower -s, -q or --tx-depth",
-                mem >> 20,
+                "the run would need {} MiB of memory ({} MiB of memory regions, {} MiB of QPs and CQs \
+                 for {} QPs x {} WQEs, {} MiB of buffers; limit {} MiB); lower -s, -q or --tx-depth",
+                mem.total() >> 20,
+                mem.regions >> 20,
+                mem.queues >> 20,
+                cfg.qps,
+                cfg.depth(),
+                mem.buffers >> 20,
                 MAX_MEMORY >> 20
             )));
         }
@@ -395,6 +442,45 @@ pub fn parse_mtu(s: &str) -> Result<Mtu, String> {
         .ok()
         .and_then(Mtu::from_bytes)
         .ok_or_else(|| format!("invalid MTU '{s}' (expected 256, 512, 1024, 2048 or 4096)"))
+}
+
+/// The message for a `--qp-timeout` outside what `roce perf` accepts.
+fn qp_timeout_range(v: &str) -> String {
+    format!(
+        "--qp-timeout must be 0..={MAX_QP_TIMEOUT} (4.096 us x 2^code, 0 = no timer; the IBTA's \
+         5-bit field goes to 31, but above {MAX_QP_TIMEOUT} (4.3 s) a lossy run looks hung), not {v}"
+    )
+}
+
+/// Parse a local ACK timeout code (`-u`): 0..=[`MAX_QP_TIMEOUT`].
+pub fn parse_qp_timeout(s: &str) -> Result<u8, String> {
+    match s.trim().parse::<u8>() {
+        Ok(v) if v <= MAX_QP_TIMEOUT => Ok(v),
+        _ => Err(qp_timeout_range(s.trim())),
+    }
+}
+
+/// A seed from the operating system's random source (`/dev/urandom`), for
+/// runs without `--seed`; if that cannot be read, the standard library's
+/// per-process random hash keys mixed with the time and the process ID.
+pub fn random_seed() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 /// Parse a loss probability in [0, 1).
@@ -492,6 +578,10 @@ pub struct PerfReport {
     /// Retransmission-related device counters `(name, client, server)`, only
     /// those not zero on either side.
     pub retrans: Vec<(&'static str, u64, u64)>,
+    /// Counters of received frames dropped before reaching a QP
+    /// ([`DROP_COUNTERS`]) `(name, client, server)`, only those not zero on
+    /// either side.
+    pub drops: Vec<(&'static str, u64, u64)>,
     /// Frames each side handed to the wire `[client, server]`.
     pub frames_sent: [u64; 2],
     /// Frames the wire dropped (`--loss`) `[client → server, server → client]`.
@@ -500,6 +590,9 @@ pub struct PerfReport {
     pub pcap_frames: u64,
     /// What was verified.
     pub verified: String,
+    /// How the figures were computed, when a long run kept only a bounded
+    /// number of stamps or samples (one line each).
+    pub notes: Vec<String>,
 }
 
 /// Device counters that tell about loss and retransmission (names after mlx5
@@ -518,7 +611,20 @@ pub const RETRANS_COUNTERS: &[&str] = &[
     "send_rnr_err",
     "retry_exceeded_err",
     "rnr_nak_retry_err",
+];
+
+/// Device counters of received frames dropped before any QP saw them
+/// (malformed, for no QP, for a QP in the wrong state or from the wrong
+/// peer): garbage on the wire, not retransmissions. Printed under their own
+/// heading when not zero.
+pub const DROP_COUNTERS: &[&str] = &[
     "rx_parse_drops",
+    "rx_qp_not_found",
+    "rx_qp_bad_state",
+    "rx_opcode_qp_mismatch",
+    "rx_pkey_mismatch",
+    "rx_addr_mismatch",
+    "rx_cnp_qp_not_found",
 ];
 
 const RULE: &str =
@@ -597,6 +703,9 @@ impl PerfReport {
             }
         }
         writeln!(out, "{RULE}")?;
+        for n in &self.notes {
+            writeln!(out, " {n}")?;
+        }
         if self.side.is_some() {
             writeln!(
                 out,
@@ -611,6 +720,15 @@ impl PerfReport {
         if !self.retrans.is_empty() {
             writeln!(out, " Retransmission counters (client / server):")?;
             for (name, a, b) in &self.retrans {
+                writeln!(out, "   {name:<24} {a} / {b}")?;
+            }
+        }
+        if !self.drops.is_empty() {
+            writeln!(
+                out,
+                " Received frames dropped before any QP (client / server):"
+            )?;
+            for (name, a, b) in &self.drops {
                 writeln!(out, "   {name:<24} {a} / {b}")?;
             }
         }

@@ -47,7 +47,15 @@
 //! of ours are counted, not failed). The AETH credit field is not compared
 //! (rxe sends "invalid", ConnectX real counts). Requests: ours must equal
 //! the captured ones in order (opcode, PSN, RETH, AtomicETH, ImmDt, IETH,
-//! DETH, payload).
+//! DETH, payload). Every message the capture delivered to a receive WQE
+//! must complete one of ours.
+//!
+//! A replay that fed no frame (e.g. a `--peer-ip` that matches nothing), or
+//! whose capture holds no response, request or received message of the QP,
+//! compared nothing: it is reported as such and is not a success (exit
+//! status 1). QP0 and QP1 (the SMI and the GSI, whose packets are
+//! management datagrams such as RDMA CM's) are refused: no verbs QP plays
+//! them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -355,12 +363,23 @@ pub struct ReplayReport {
     pub counters: Vec<(&'static str, u64)>,
     /// Frames written to the output capture.
     pub written: u64,
+    /// What the capture let us compare: its responses and requests of the
+    /// QP, and the messages it delivered to receive WQEs.
+    pub compared: usize,
 }
 
 impl ReplayReport {
-    /// Whether every captured response and request was matched.
+    /// Whether anything was compared and every captured response and
+    /// request was matched. A replay that fed no frame, or whose capture
+    /// holds nothing of the QP to compare with, is not a success.
     pub fn ok(&self) -> bool {
-        self.mismatch_count == 0
+        self.mismatch_count == 0 && !self.nothing_compared()
+    }
+
+    /// Whether the replay had nothing to check: no frame fed, or no
+    /// captured response, request or received message of the QP.
+    pub fn nothing_compared(&self) -> bool {
+        self.fed == 0 || self.compared == 0
     }
 }
 
@@ -539,6 +558,21 @@ fn infer(opts: &ReplayOptions, sc: &Scene) -> Result<(Plan, Vec<Msg>), ReplayErr
             }
         }
     };
+    // The IBTA's special QPs (IBTA 1.7 ch. 13, management model): QP0 is
+    // the SMI (unused on RoCE), QP1 the GSI, whose packets are management
+    // datagrams (the CM MADs of ch. 12 that RDMA CM sends), answered by the
+    // communication manager, not by a QP the verbs create.
+    if qpn <= 1 {
+        let what = if qpn == 0 {
+            "the SMI (QP0)"
+        } else {
+            "the GSI (QP1): its packets are CM MADs (connection management)"
+        };
+        return Err(usage(format!(
+            "QP {qpn:#x} is {what}, not replayable; give --qp a data QP (the QPNs \
+             the CM exchange set up appear as the other destination QPNs)"
+        )));
+    }
     let to_qp = |p: &&Pkt| p.bth.dest_qp == qpn && opts.ip.map_or(true, |ip| ip == p.dst);
     // The first frame to the QP names both hosts (requests first, as the
     // responder side is the usual subject).
@@ -1136,7 +1170,18 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
     } else {
         compare_requests(&mut cmp, &our_req, &cap_req)
     };
+    // Every message the capture delivered to a receive WQE (SEND, WRITE
+    // with immediate) must complete one of ours.
+    if recvs != plan.recv_wqes {
+        cmp.fail(format!(
+            "{recvs} receive completions, but the capture delivered {} messages that consume a receive WQE",
+            plan.recv_wqes
+        ));
+    }
+    let compared =
+        cap_resp.len() + if opts.no_requests { 0 } else { cap_req.len() } + plan.recv_wqes;
     Ok(ReplayReport {
+        compared,
         frames: sc.frames.len(),
         bad_frames: sc.bad,
         fed,
@@ -1427,15 +1472,21 @@ impl ReplayReport {
                 self.mismatch_count - self.mismatches.len()
             )?;
         }
-        writeln!(
-            out,
-            "result: {}",
-            if self.ok() {
-                "every captured response and request matched"
+        let result = if self.nothing_compared() {
+            if self.fed == 0 {
+                "nothing compared: no frame of the capture was fed to the QP (check --qp, --ip and --peer-ip)".to_string()
             } else {
-                "MISMATCH"
+                format!(
+                    "nothing compared: {} frames fed, but the capture has no response, request or received message of the QP to compare with",
+                    self.fed
+                )
             }
-        )
+        } else if self.ok() {
+            "every captured response and request matched".to_string()
+        } else {
+            "MISMATCH".to_string()
+        };
+        writeln!(out, "result: {result}")
     }
 
     /// The summary as one JSON object.
@@ -1471,6 +1522,8 @@ impl ReplayReport {
             "matched_requests": self.matched_requests,
             "mismatches": self.mismatches,
             "mismatch_count": self.mismatch_count,
+            "compared": self.compared,
+            "nothing_compared": self.nothing_compared(),
             "send_completions": self.send_completions.0,
             "send_wrs": self.send_completions.1,
             "recv_completions": self.recv_completions,

@@ -9,7 +9,7 @@
 //! `SIOCSIFMTU` / `SIOCSIFFLAGS` requests of netdevice(7); [`poll_readable`]
 //! is poll(2). [`set_pmtudisc_do`] is ip(7)'s `IP_MTU_DISCOVER` (ipv6(7)'s
 //! `IPV6_MTU_DISCOVER`) set to "do", which neither `socket2` nor `nix`
-//! wraps.
+//! wraps. [`try_lock_exclusive`] is flock(2).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -230,6 +230,30 @@ pub fn pmtudisc(fd: BorrowedFd<'_>, v6: bool) -> io::Result<i32> {
         return Err(io::Error::last_os_error());
     }
     Ok(value)
+}
+
+/// Take an exclusive advisory lock on `f` without waiting (`flock(2)`
+/// `LOCK_EX | LOCK_NB`): `Ok(true)` when taken, `Ok(false)` when another
+/// open file description holds it. The lock goes with the descriptor: it
+/// is released when the file is closed, also when the process dies.
+///
+/// # Errors
+/// `flock`'s, other than `EWOULDBLOCK`.
+pub fn try_lock_exclusive(f: &std::fs::File) -> io::Result<bool> {
+    loop {
+        // SAFETY: `f` owns an open descriptor for the whole call; flock
+        // reads nothing else.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(false),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -603,3 +603,241 @@ fn stats_text_lists_counts() {
     assert_eq!(count("bad"), 0);
     assert_eq!(count("truncated"), 0);
 }
+
+#[test]
+fn devices_and_directories_are_refused_by_kind() {
+    // Read whole, /dev/zero took 4.2 GB before failing; now the file type is
+    // checked before a byte is read.
+    for dev in ["/dev/zero", "/dev/urandom"] {
+        let err = assert_one_line_error(&run(&["decode", dev]), dev);
+        assert!(err.contains("is a character device"), "{err}");
+    }
+    let dir = tmp("a-directory");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let err = assert_one_line_error(&run(&["decode", dir.to_str().expect("path")]), "dir");
+    assert!(err.contains("is a directory"), "{err}");
+}
+
+/// A FIFO at `name` fed `bytes` over and over by a thread until the reader
+/// goes away.
+fn endless_fifo(name: &str, bytes: Vec<u8>) -> PathBuf {
+    let p = tmp(name);
+    let _ = std::fs::remove_file(&p);
+    let st = Command::new("mkfifo").arg(&p).status().expect("mkfifo");
+    assert!(st.success());
+    let q = p.clone();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let Ok(mut w) = std::fs::OpenOptions::new().write(true).open(&q) else {
+            return;
+        };
+        while w.write_all(&bytes).is_ok() {}
+    });
+    p
+}
+
+#[test]
+fn the_magic_number_is_checked_before_anything_else_is_read() {
+    // An endless stream of zeros through a pipe, and a 64 GiB (sparse) file
+    // of zeros: both refused on their first 4 bytes (reading either whole
+    // would never end or exhaust memory).
+    let fifo = endless_fifo("zeros.fifo", vec![0; 65536]);
+    let err = assert_one_line_error(&run(&["decode", fifo.to_str().expect("path")]), "fifo");
+    assert!(err.contains("magic number 0x00000000"), "{err}");
+    let _ = std::fs::remove_file(&fifo);
+    let sparse = tmp("sparse-zeros.pcap");
+    let f = std::fs::File::create(&sparse).expect("create");
+    f.set_len(64 << 30).expect("sparse file");
+    drop(f);
+    let out = run(&["decode", "--stats", sparse.to_str().expect("path")]);
+    let _ = std::fs::remove_file(&sparse);
+    let err = assert_one_line_error(&out, "sparse");
+    assert!(err.contains("magic number 0x00000000"), "{err}");
+}
+
+#[test]
+fn a_record_larger_than_wireshark_reads_is_refused_before_its_bytes() {
+    // A record header claiming 0xFFFFFFF0 captured bytes, in a file that has
+    // them (8 GiB, sparse). Wireshark's limit for a record is 262144 bytes
+    // (WTAP_MAX_PACKET_SIZE_STANDARD); tshark refuses the file too.
+    let mut f = pcap_global_header();
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    f.extend_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    let p = tmp("huge-record.pcap");
+    std::fs::write(&p, &f).expect("write");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .expect("open");
+    file.set_len(8 << 30).expect("sparse");
+    drop(file);
+    let err = assert_one_line_error(&run(&["decode", p.to_str().expect("path")]), "huge");
+    assert!(
+        err.contains("claims 4294967280 bytes") && err.contains("262144"),
+        "{err}"
+    );
+    if let Some(ts) = common::tshark() {
+        let o = Command::new(ts).arg("-r").arg(&p).output().expect("tshark");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "tshark accepted it: {e}");
+        assert!(e.contains("262144"), "tshark: {e}");
+    }
+    let _ = std::fs::remove_file(&p);
+    // The same record cut to 262144 bytes is read (and decoded as an
+    // "other" frame: zero bytes).
+    let mut f = pcap_global_header();
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(&262_144u32.to_le_bytes());
+    f.extend_from_slice(&262_144u32.to_le_bytes());
+    f.resize(f.len() + 262_144, 0);
+    let p = tmp("max-record.pcap");
+    std::fs::write(&p, &f).expect("write");
+    let o = run(&["decode", "--stats", "--json", p.to_str().expect("path")]);
+    assert_eq!(json_object(&o)["frames"], 1);
+}
+
+#[test]
+fn a_capture_without_frames_prints_the_header_and_says_so() {
+    let p = tmp("no-frames.pcap");
+    std::fs::write(&p, pcap_global_header()).expect("write");
+    let o = run(&["decode", p.to_str().expect("path")]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].trim_start().starts_with("FRAME"), "{text}");
+    assert_eq!(lines[1], "(no frames)");
+    let o = run(&["decode", "--stats", "--json", p.to_str().expect("path")]);
+    assert_eq!(json_object(&o)["frames"], 0);
+}
+
+/// Every frame of a capture, as (number, bytes, original length).
+fn frames_of(data: &[u8]) -> Vec<(u64, Vec<u8>, u32)> {
+    roce::pcap_io::Frames::new(data)
+        .expect("capture")
+        .map(|f| {
+            let f = f.expect("frame");
+            (f.number, f.data.to_vec(), f.orig_len)
+        })
+        .collect()
+}
+
+/// A reader that returns at most `n` bytes per read.
+struct Trickle<'a>(&'a [u8], usize);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.1.min(buf.len()).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn streaming_reads_the_same_frames_as_reading_whole() {
+    // Every public capture and fixture (pcap and pcapng), streamed through
+    // reads of 1, 7 and 4096 bytes, gives the frames the in-memory parser
+    // gives; and the CLI's streamed output equals the library's in-memory
+    // decode.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(common::shared_dir().join("captures"))
+        .expect("captures")
+        .chain(
+            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/pcap-fixtures/pcaps"))
+                .expect("fixtures"),
+        )
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 20, "{files:?}");
+    for p in &files {
+        let data = std::fs::read(p).expect("read");
+        let want = frames_of(&data);
+        for chunk in [1, 7, 4096] {
+            let mut r = roce::pcap_io::CaptureReader::new(Trickle(&data, chunk)).expect("header");
+            let mut got = Vec::new();
+            while let Some(f) = r.next_frame() {
+                let f = f.unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                got.push((f.number, f.data.to_vec(), f.orig_len));
+            }
+            assert_eq!(got, want, "{} in reads of {chunk}", p.display());
+        }
+        let mut mem = Vec::new();
+        roce::decode::decode_bytes(&data, &roce::decode::DecodeOptions::default(), &mut mem)
+            .expect("decode");
+        let cli = run(&["decode", p.to_str().expect("path")]);
+        assert!(cli.status.success(), "{}", p.display());
+        assert_eq!(cli.stdout, mem, "{}", p.display());
+    }
+}
+
+#[test]
+fn a_wrong_ipv4_checksum_is_flagged_and_the_bth_still_decoded() {
+    // The RoCEv2/IPv4 frames of vectors.txt with their IPv4 header checksum
+    // spoiled. tshark (with checksum validation on) decodes the BTH and marks
+    // the checksum bad; so must we. The ICRC masks the checksum field
+    // (ROCEV2-DIGEST §4), so it still verifies.
+    let frames: Vec<Vec<u8>> = common::reference_vectors()
+        .into_iter()
+        .map(|(_, b)| b)
+        .filter(|b| b.len() > 34 && b[12..14] == [0x08, 0x00])
+        .map(|mut b| {
+            b[24] ^= 0x55;
+            b
+        })
+        .collect();
+    assert!(frames.len() >= 3, "{}", frames.len());
+    let p = tmp("bad-ip-checksum.pcap");
+    std::fs::write(&p, pcap_with_frames(&frames)).expect("write");
+    let ours = json_lines(&run(&["decode", "--json", p.to_str().expect("path")]));
+    assert_eq!(ours.len(), frames.len());
+    for (o, f) in ours.iter().zip(&frames) {
+        assert_eq!(o["kind"], "roce", "{o}");
+        assert_eq!(o["icrc_status"], "ok", "{o}");
+        let wire = u64::from(u16::from_be_bytes([f[24], f[25]]));
+        assert_eq!(o["ip_checksum_bad"]["wire"], wire, "{o}");
+    }
+    let text =
+        String::from_utf8(run(&["decode", p.to_str().expect("path")]).stdout).expect("utf-8");
+    assert!(
+        text.lines().skip(1).all(|l| l.contains("ip_checksum=0x")),
+        "{text}"
+    );
+    let Some(ts) = common::tshark() else {
+        eprintln!("tshark not installed: skipping the comparison");
+        return;
+    };
+    let rows = common::tshark_fields(
+        &ts,
+        &p,
+        &["-o", "ip.check_checksum:TRUE"],
+        &[
+            "ip.checksum",
+            "ip.checksum.status",
+            "ip.checksum_calculated",
+            "infiniband.bth.opcode",
+            "infiniband.bth.destqp",
+            "infiniband.bth.psn",
+        ],
+    );
+    assert_eq!(rows.len(), ours.len());
+    for (t, o) in rows.iter().zip(&ours) {
+        // Wireshark's checksum status 0 = bad.
+        assert_eq!(t["ip.checksum.status"], "0", "{t:?}");
+        assert_eq!(
+            hex(&t["ip.checksum"]),
+            o["ip_checksum_bad"]["wire"],
+            "{t:?}"
+        );
+        assert_eq!(
+            hex(&t["ip.checksum_calculated"]),
+            o["ip_checksum_bad"]["computed"],
+            "{t:?}"
+        );
+        assert_eq!(dec(&t["infiniband.bth.opcode"]), o["opcode"], "{t:?}");
+        assert_eq!(hex(&t["infiniband.bth.destqp"]), o["dest_qp"], "{t:?}");
+        assert_eq!(dec(&t["infiniband.bth.psn"]), o["psn"], "{t:?}");
+    }
+}

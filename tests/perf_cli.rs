@@ -405,3 +405,59 @@ fn help_lists_the_options() {
         assert!(help.contains(opt), "--help lacks {opt}");
     }
 }
+
+#[test]
+fn queue_sizes_beyond_the_memory_bound_are_refused_before_allocating() {
+    // 4096 QPs x 16384 WQEs per side: the rings, WQE slots and CQ entries
+    // alone are tens of GB (the old code aborted allocating 5 GB for the
+    // CQ). One line, exit 2, no allocation failure.
+    let e = assert_usage_error(&["perf", "write", "-q", "4096", "-t", "16384", "-s", "2"]);
+    assert!(
+        e.contains("MiB of memory") && e.contains("4096 QPs x 16384 WQEs"),
+        "{e}"
+    );
+    assert!(!e.contains("memory allocation"), "{e}");
+    // Within the bound, the same QP count runs.
+    assert_verified(
+        &run(&[
+            "perf", "write", "-q", "64", "-t", "16", "-s", "2", "-n", "20",
+        ]),
+        "-q 64 -t 16",
+    );
+}
+
+#[test]
+fn qp_timeout_and_mtu_messages_say_what_is_accepted() {
+    // perftest's -u is the IBTA's 5-bit local ACK timeout (0..=31); roce perf
+    // accepts 0..=20 and says so, also for values that do not fit a byte.
+    for v in ["21", "31", "256", "99999"] {
+        let e = assert_usage_error(&["perf", "write", "-u", v]);
+        assert!(e.contains("0..=20"), "{v}: {e}");
+        assert!(!e.contains("0..=255"), "{v}: {e}");
+    }
+    assert_verified(&run(&["perf", "write", "-u", "20", "-n", "10"]), "-u 20");
+    // The path MTU is one of the five IBTA values (`enum ibv_mtu`), not a
+    // range.
+    for v in ["300", "1500", "9000"] {
+        let e = assert_usage_error(&["perf", "write", "-m", v]);
+        assert!(e.contains("256, 512, 1024, 2048 or 4096"), "{v}: {e}");
+    }
+}
+
+#[test]
+fn a_run_of_more_operations_than_are_stamped_counts_them() {
+    // 2^20 + some operations: the per-operation stamps stop at 2^20 (16 MiB);
+    // the run reports its peak from counts and says so.
+    let text = assert_verified(
+        &run(&["perf", "write", "-s", "2", "-n", "1100000", "-t", "512"]),
+        "-n 1100000",
+    );
+    assert_eq!(result_row(&text)[..2], ["2", "1100000"]);
+    assert!(
+        text.contains("a run of more than 1048576 operations counts completions"),
+        "{text}"
+    );
+    // Below the limit, no note.
+    let text = assert_verified(&run(&["perf", "write", "-s", "2", "-n", "1000"]), "-n 1000");
+    assert!(!text.contains("counts completions"), "{text}");
+}

@@ -8,6 +8,7 @@
 #[path = "support/perf_output.rs"]
 mod perf_output;
 
+use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Child, Command, Stdio};
 
@@ -39,8 +40,20 @@ fn spawn(args: &[String]) -> Child {
 }
 
 fn run_pair(op: &str, size: u64, iters: u64, extra: &[&str]) -> (String, String) {
-    let (tcp, us, uc) = free_ports();
-    let common = |udp: u16| -> Vec<String> {
+    run_pair_during(op, size, iters, extra, |_, _| {})
+}
+
+/// [`run_pair`], calling `during(server UDP port, client)` once both are
+/// started (and waiting for it to return).
+fn run_pair_during(
+    op: &str,
+    size: u64,
+    iters: u64,
+    extra: &[&str],
+    during: impl FnOnce(u16, &mut Child),
+) -> (String, String) {
+    let (_, us, uc) = free_ports();
+    let common = |tcp: u16, udp: u16| -> Vec<String> {
         let mut v: Vec<String> = [
             "perf",
             op,
@@ -63,13 +76,28 @@ fn run_pair(op: &str, size: u64, iters: u64, extra: &[&str]) -> (String, String)
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
-    let mut sa = common(us);
+    // The server listens on a port of the system's choosing (-p 0) and
+    // says which.
+    let mut sa = common(0, us);
     sa.push("--server".into());
     let mut server = spawn(&sa);
-    let mut ca = common(uc);
+    let mut sout = BufReader::new(server.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    sout.read_line(&mut first).expect("server's first line");
+    let tcp: u16 = first
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = sout.read_to_string(&mut rest);
+        first + &rest
+    });
+    let mut ca = common(tcp, uc);
     ca.extend(["--client".to_string(), "127.0.0.1".to_string()]);
     // The client retries the connection while the server starts.
-    let client = spawn(&ca);
+    let mut client = spawn(&ca);
+    during(us, &mut client);
     let c = client.wait_with_output().expect("client");
     if !c.status.success() {
         // A client that never connected leaves the server waiting.
@@ -77,7 +105,8 @@ fn run_pair(op: &str, size: u64, iters: u64, extra: &[&str]) -> (String, String)
     }
     let s = server.wait_with_output().expect("server");
     let (ct, ce) = text(&c);
-    let (st, se) = text(&s);
+    let (_, se) = text(&s);
+    let st = reader.join().expect("server stdout");
     assert_eq!(
         c.status.code(),
         Some(0),
@@ -187,4 +216,40 @@ fn mem_backend_cannot_join_processes() {
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("cannot join two processes"), "{e}");
+}
+
+#[test]
+fn garbage_datagrams_are_counted_as_drops_not_retransmissions() {
+    // Junk on the server's RoCE port while a run goes on: 64 bytes that are
+    // no RoCEv2 packet (their ICRC cannot verify). The run still verifies;
+    // the server's table lists them under the drops, and the retransmission
+    // counters (if any) do not name them.
+    let (_, s) = run_pair_during("write", 64, 20000, &[], |port, client| {
+        let junk = UdpSocket::bind("127.0.0.1:0").expect("udp");
+        for i in 0..2000u32 {
+            let _ = junk.send_to(&[(i % 251) as u8; 64], ("127.0.0.1", port));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            if client.try_wait().expect("try_wait").is_some() {
+                break;
+            }
+        }
+    });
+    let drops = s
+        .split(" Received frames dropped before any QP (client / server):")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no drops section: {s}"));
+    let line = drops
+        .lines()
+        .find(|l| l.trim_start().starts_with("rx_parse_drops"))
+        .unwrap_or_else(|| panic!("no rx_parse_drops: {s}"));
+    let server: u64 = line
+        .split('/')
+        .nth(1)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(server > 0, "{line}");
+    if let Some(r) = s.split(" Retransmission counters").nth(1) {
+        let r = r.split(" Received frames").next().unwrap_or(r);
+        assert!(!r.contains("rx_parse_drops"), "{s}");
+    }
 }

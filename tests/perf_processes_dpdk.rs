@@ -83,9 +83,31 @@ fn spawn(args: &[String]) -> Child {
         .expect("spawn roce")
 }
 
-/// Run `roce perf OP` as a memif server and a memif client; check both
-/// outputs; return (client stdout, server stdout).
+/// The pairs of this file run one at a time: each process busy-polls its
+/// lcore, and two pairs at once would share CPUs.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Run `roce perf OP` as a memif server and a memif client, the server's
+/// EAL on lcore 0 and the client's on lcore 1 (as the README says); check
+/// both outputs; return (client stdout, server stdout).
 fn run_pair(op: &str, size: u64, iters: u64) -> (String, String) {
+    let (c, s, ce, se) = run_pair_on(op, size, iters, [0, 1]);
+    // Each on its own CPU: no warning about a shared one.
+    for e in [&ce, &se] {
+        assert!(!e.contains("busy-polls"), "{e}");
+    }
+    (c, s)
+}
+
+/// [`run_pair`] with the server's and the client's lcores; returns both
+/// stdouts and both stderrs (client first).
+fn run_pair_on(
+    op: &str,
+    size: u64,
+    iters: u64,
+    lcores: [u32; 2],
+) -> (String, String, String, String) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tcp = TcpListener::bind("127.0.0.1:0")
         .expect("tcp")
         .local_addr()
@@ -96,7 +118,7 @@ fn run_pair(op: &str, size: u64, iters: u64) -> (String, String) {
         socket: socket.clone(),
         prefixes: [unique("rppd-s"), unique("rppd-c")],
     };
-    let args = |role: &str, ip: &str, mac: &str, prefix: &str| -> Vec<String> {
+    let args = |role: &str, ip: &str, mac: &str, prefix: &str, lcore: u32| -> Vec<String> {
         let mut v: Vec<String> = [
             "perf",
             op,
@@ -137,17 +159,29 @@ fn run_pair(op: &str, size: u64, iters: u64) -> (String, String) {
             "--no-shconf".into(),
             "--no-telemetry".into(),
             "-l".into(),
-            "0".into(),
+            lcore.to_string(),
             "--log-level=*:error".into(),
             "--file-prefix".into(),
             prefix.into(),
         ]);
         v
     };
-    let mut server = spawn(&args("server", SERVER_IP, SERVER_MAC, &guard.prefixes[0]));
+    let mut server = spawn(&args(
+        "server",
+        SERVER_IP,
+        SERVER_MAC,
+        &guard.prefixes[0],
+        lcores[0],
+    ));
     // The client retries the side channel while the server starts; the
     // server's memif socket exists before it listens.
-    let client = spawn(&args("client", CLIENT_IP, CLIENT_MAC, &guard.prefixes[1]));
+    let client = spawn(&args(
+        "client",
+        CLIENT_IP,
+        CLIENT_MAC,
+        &guard.prefixes[1],
+        lcores[1],
+    ));
     let c = client.wait_with_output().expect("client");
     if !c.status.success() {
         // A client that never connected leaves the server waiting.
@@ -175,7 +209,7 @@ fn run_pair(op: &str, size: u64, iters: u64) -> (String, String) {
         assert_eq!(r[1], iters.to_string(), "{op} {who}: #iterations");
         assert_eq!(total(t), (iters * size, iters), "{op} {who}: Total");
     }
-    (ct, st)
+    (ct, st, ce, se)
 }
 
 #[test]
@@ -197,6 +231,23 @@ fn read_between_processes_over_dpdk_memif() {
     let (c, _) = run_pair("read", 3000, 100);
     assert!(c.contains("RDMA_Read BW Test"), "{c}");
     assert!(c.contains("client MR equals the server's pattern"), "{c}");
+}
+
+/// Both processes' EALs on lcore 0 (what the README's recipe said before):
+/// the two polling threads time-share CPU 0, and the one that starts second
+/// says so on stderr.
+#[test]
+fn two_processes_polling_one_cpu_are_warned_about() {
+    if skip() {
+        return;
+    }
+    let (_, _, ce, se) = run_pair_on("write", 4096, 200, [0, 0]);
+    let warned: Vec<&String> = [&ce, &se]
+        .into_iter()
+        .filter(|e| e.contains("pinned to CPU 0, which another roce process"))
+        .collect();
+    assert_eq!(warned.len(), 1, "client: {ce}\nserver: {se}");
+    assert!(warned[0].contains("-l 0 and -l 1"), "{}", warned[0]);
 }
 
 /// A memif port carries at most 1518-byte frames (DPDK's memif driver

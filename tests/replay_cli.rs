@@ -575,3 +575,77 @@ fn replay_output_decodes_with_tshark() {
         (13..=16).contains(&op)
     }));
 }
+
+/// Exit status `code`, one line on stderr, no panic.
+fn one_line(out: &Output, code: i32, what: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(code), "{what}: {err}");
+    assert_eq!(err.lines().count(), 1, "{what}: {err:?}");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    err
+}
+
+#[test]
+fn replay_with_nothing_to_compare_is_not_a_success() {
+    // A --peer-ip that matches nothing: no frame fed.
+    let out = roce()
+        .arg("replay")
+        .arg(fixture("rc_send"))
+        .args(["--peer-ip", "203.0.113.9"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("fed 0 frames"), "{text}");
+    assert!(text.contains("result: nothing compared"), "{text}");
+    assert!(!text.contains("every captured response"), "{text}");
+    // The requester of rc_send without its requests: the ACKs to it are
+    // fed, but the capture has nothing of it to compare with.
+    let out = roce()
+        .arg("replay")
+        .arg(fixture("rc_send"))
+        .args(["--qp", "0x11", "--no-requests", "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["fed"].as_u64().expect("fed") > 0, "{v}");
+    assert_eq!(v["compared"], 0, "{v}");
+    assert_eq!(v["nothing_compared"], true, "{v}");
+    assert_eq!(v["ok"], false, "{v}");
+}
+
+#[test]
+fn replay_says_qp1_of_an_rdma_cm_capture_is_not_replayable() {
+    // QP1 is the GSI: RDMA CM's connection management MADs (UD SENDs to QP
+    // 1, Q_Key 0x80010000) go there, not to a QP of the verbs.
+    let out = roce()
+        .arg("replay")
+        .arg(shared_capture("linlinw5__rdma_cm"))
+        .args(["--qp", "1"])
+        .output()
+        .expect("run");
+    let err = one_line(&out, 2, "--qp 1");
+    assert!(err.contains("QP1") && err.contains("CM"), "{err}");
+    assert!(!err.contains("KeyInUse"), "{err}");
+}
+
+#[test]
+fn replay_refuses_devices_and_checks_the_magic_first() {
+    let err = one_line(
+        &roce().args(["replay", "/dev/zero"]).output().expect("run"),
+        2,
+        "/dev/zero",
+    );
+    assert!(err.contains("is a character device"), "{err}");
+    // A file of zeros: refused on its magic number (64 GiB, sparse: reading
+    // it whole would exhaust memory).
+    let p = tmp("zeros.pcap");
+    let f = std::fs::File::create(&p).expect("create");
+    f.set_len(64 << 30).expect("sparse");
+    drop(f);
+    let out = roce().arg("replay").arg(&p).output().expect("run");
+    let _ = std::fs::remove_file(&p);
+    let err = one_line(&out, 2, "zeros");
+    assert!(err.contains("magic number 0x00000000"), "{err}");
+}

@@ -10,8 +10,10 @@
 //! the capture time of the frame being answered), so a replay's output lines
 //! up with its input in Wireshark.
 //!
-//! The input is read whole by [`read_timed`] (pcap or pcapng; Ethernet
-//! only). A driver that paces the replay sets a clock with
+//! The input is read by [`read_timed`] (pcap or pcapng; Ethernet only),
+//! streamed record by record with the magic number checked first and each
+//! record bounded; the frames themselves are kept (a replay looks at all
+//! of them), at most [`MAX_CAPTURE_BYTES`]. A driver that paces the replay sets a clock with
 //! [`PcapIo::set_clock`]: `rx_burst` then only delivers frames captured at
 //! or before it, and [`PcapIo::next_time`] tells when the next one is due.
 //!
@@ -68,6 +70,7 @@ impl std::fmt::Display for PcapIoError {
 impl std::error::Error for PcapIoError {}
 
 fn is_pcapng(data: &[u8]) -> bool {
+    // (The Section Header Block's type, which is also the magic number.)
     data.get(..4) == Some(&[0x0A, 0x0D, 0x0D, 0x0A])
 }
 
@@ -99,6 +102,11 @@ fn tsresol_of(options: &[InterfaceDescriptionOption<'_>]) -> u8 {
         .unwrap_or(6)
 }
 
+/// Most frame bytes [`read_timed`] holds in memory for a replay (the frames
+/// of a capture are kept whole: the QP to play is inferred from all of
+/// them).
+pub const MAX_CAPTURE_BYTES: u64 = 1 << 30;
+
 /// Every frame of a pcap or pcapng capture held in memory, with its capture
 /// time, in file order.
 ///
@@ -106,9 +114,70 @@ fn tsresol_of(options: &[InterfaceDescriptionOption<'_>]) -> u8 {
 /// [`PcapIoError::Format`] for a damaged file or a link type other than
 /// Ethernet.
 pub fn parse_timed(data: &[u8]) -> Result<Vec<TimedFrame>, PcapIoError> {
+    parse_timed_from(data)
+}
+
+/// [`parse_timed`] of a stream (a file or a pipe), read record by record
+/// through `pcap-file`'s readers: the magic number is checked from the
+/// first 4 bytes before anything else is read, no record may hold more than
+/// [`crate::pcap_io::MAX_RECORD_LEN`] bytes (Wireshark's limit), and the
+/// frames kept at most [`MAX_CAPTURE_BYTES`].
+///
+/// # Errors
+/// As [`parse_timed`], and a read error.
+pub fn parse_timed_from<R: io::Read>(mut src: R) -> Result<Vec<TimedFrame>, PcapIoError> {
     let bad = |m: String| PcapIoError::Format(m);
+    let mut magic = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match src.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(PcapIoError::Io("reading the capture".into(), e)),
+        }
+    }
+    let head = &magic[..got];
+    if head.is_empty() {
+        return Err(bad("empty file: not a pcap or pcapng capture".into()));
+    }
+    let known = matches!(
+        u32::from_be_bytes(magic),
+        0xA1B2_C3D4 | 0xD4C3_B2A1 | 0xA1B2_3C4D | 0x4D3C_B2A1 | 0x0A0D_0D0A
+    );
+    if got < 4 || !known {
+        return Err(bad(format!(
+            "not a pcap or pcapng file (magic number 0x{:08x})",
+            u32::from_be_bytes(magic)
+        )));
+    }
+    let data = io::Read::chain(io::Cursor::new(magic), src);
     let mut out = Vec::new();
-    if is_pcapng(data) {
+    let mut held = 0u64;
+    let mut keep = |out: &mut Vec<TimedFrame>, time: Duration, bytes: Cow<'_, [u8]>| {
+        let n = out.len() + 1;
+        if bytes.len() > crate::pcap_io::MAX_RECORD_LEN as usize {
+            return Err(bad(format!(
+                "frame {n} holds {} bytes, more than the {} a record may hold",
+                bytes.len(),
+                crate::pcap_io::MAX_RECORD_LEN
+            )));
+        }
+        held += bytes.len() as u64;
+        if held > MAX_CAPTURE_BYTES {
+            return Err(bad(format!(
+                "the capture holds more than {} MiB of frames (at frame {n}); cut it first \
+                 (editcap -r)",
+                MAX_CAPTURE_BYTES >> 20
+            )));
+        }
+        out.push(TimedFrame {
+            time,
+            data: bytes.into_owned(),
+        });
+        Ok(())
+    };
+    if is_pcapng(&magic) {
         let mut r = PcapNgReader::new(data).map_err(|e| bad(format!("pcapng: {e}")))?;
         // (link type, if_tsresol) of each interface of the current section.
         let mut ifaces: Vec<(DataLink, u8)> = r
@@ -150,10 +219,8 @@ pub fn parse_timed(data: &[u8]) -> Result<Vec<TimedFrame>, PcapIoError> {
             }
             // pcap-file hands over the raw 64-bit count as nanoseconds.
             let ns = ts.map_or(0, |raw| ng_units_to_ns(tsresol, raw));
-            out.push(TimedFrame {
-                time: Duration::from_nanos(ns.min(u128::from(u64::MAX)) as u64),
-                data: bytes.into_owned(),
-            });
+            let time = Duration::from_nanos(ns.min(u128::from(u64::MAX)) as u64);
+            keep(&mut out, time, bytes)?;
         }
     } else {
         let mut r = PcapReader::new(data).map_err(|e| bad(format!("pcap: {e}")))?;
@@ -165,22 +232,30 @@ pub fn parse_timed(data: &[u8]) -> Result<Vec<TimedFrame>, PcapIoError> {
         }
         while let Some(p) = r.next_packet() {
             let p = p.map_err(|e| bad(format!("pcap record {}: {e}", out.len() + 1)))?;
-            out.push(TimedFrame {
-                time: p.timestamp,
-                data: p.data.into_owned(),
-            });
+            keep(&mut out, p.timestamp, p.data)?;
         }
     }
     Ok(out)
 }
 
-/// [`parse_timed`] of the file at `path`.
+/// [`parse_timed_from`] of the file at `path`: a regular file or a pipe;
+/// a device (`/dev/zero`), a directory or a socket is refused before a byte
+/// is read.
 ///
 /// # Errors
-/// The file cannot be read, or [`parse_timed`]'s errors.
+/// The file cannot be opened or is not one, or [`parse_timed_from`]'s
+/// errors.
 pub fn read_timed(path: &Path) -> Result<Vec<TimedFrame>, PcapIoError> {
-    let data = std::fs::read(path).map_err(|e| PcapIoError::Io(path.display().to_string(), e))?;
-    parse_timed(&data).map_err(|e| match e {
+    let io_err = |e| PcapIoError::Io(path.display().to_string(), e);
+    let f = File::open(path).map_err(io_err)?;
+    let meta = f.metadata().map_err(io_err)?;
+    if let Some(kind) = crate::pcap_io::unreadable_kind(&meta) {
+        return Err(PcapIoError::Format(format!(
+            "{}: is {kind}, not a capture file (give a pcap or pcapng file, or a pipe)",
+            path.display()
+        )));
+    }
+    parse_timed_from(f).map_err(|e| match e {
         PcapIoError::Format(m) => PcapIoError::Format(format!("{}: {m}", path.display())),
         e => e,
     })

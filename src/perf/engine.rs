@@ -20,8 +20,8 @@ use roce_stack::verbs::{
 
 use super::stats;
 use super::{
-    Figures, Limit, Op, PerfConfig, PerfError, PerfReport, Placement, ATOMIC_ADD, RETRANS_COUNTERS,
-    STALL,
+    Figures, Limit, Op, PerfConfig, PerfError, PerfReport, Placement, ATOMIC_ADD, DROP_COUNTERS,
+    RETRANS_COUNTERS, STALL,
 };
 use crate::backend::mem::{self, FrameTap, MemConfig};
 use crate::backend::pcap::PcapTap;
@@ -97,42 +97,134 @@ fn layout(cfg: &PerfConfig) -> Layout {
     }
 }
 
-/// Bytes of memory both sides register for `cfg`.
-pub(crate) fn memory_needed(cfg: &PerfConfig) -> u64 {
-    let l = layout(cfg);
-    l.len[0] + l.len[1]
+/// Operations a BW run stamps (post and completion time, 16 bytes each) at
+/// most: a run of more operations counts completions per interval instead
+/// (as a `-D` run does). perftest keeps no stamps at all above 20,000
+/// iterations (its peak is then not measured).
+pub(crate) const MAX_STAMPED_OPS: u64 = 1 << 20;
+
+/// Latency samples kept at most (8 bytes each); beyond, a uniform sample of
+/// this many (reservoir sampling) gives the percentiles, and running sums
+/// the exact minimum, maximum, mean and standard deviation.
+pub(crate) const MAX_LAT_SAMPLES: usize = 1 << 20;
+
+/// Where the memory of a run goes, bytes (both sides of an in-process run;
+/// a two-process run holds about half, but both ends apply the same bound
+/// so that they refuse the same configurations).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MemoryNeeded {
+    /// Memory regions (with their alignment allowance) and the verification
+    /// copy of a pattern.
+    pub(crate) regions: u64,
+    /// QPs (send and receive rings with their WQE slots, responder
+    /// resources), CQs and the per-QP bookkeeping of the loops.
+    pub(crate) queues: u64,
+    /// Frame buffers, per-operation stamps and latency samples.
+    pub(crate) buffers: u64,
 }
 
-/// A side's memory region: `len` bytes at I/O virtual address `base`, which
-/// sits `pad` bytes into the registered buffer (4096-aligned in memory).
+impl MemoryNeeded {
+    pub(crate) fn total(&self) -> u64 {
+        self.regions
+            .saturating_add(self.queues)
+            .saturating_add(self.buffers)
+    }
+}
+
+/// The QP attributes a side creates its QPs with.
+fn qp_init(cfg: &PerfConfig, cq: u32) -> QpInitAttr {
+    let rx_depth = if cfg.op == Op::Send { cfg.depth() } else { 1 };
+    QpInitAttr {
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        cap: QpCap {
+            max_send_wr: cfg.depth(),
+            max_recv_wr: rx_depth,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        sq_sig_all: false,
+    }
+}
+
+/// Completions a side's CQ holds.
+fn cq_entries(cfg: &PerfConfig) -> u64 {
+    u64::from(cfg.qps) * u64::from(cfg.depth()) * 2 + 64
+}
+
+/// The memory a run of `cfg` needs (every structure whose size follows from
+/// the configuration: this bounds what a command line or a peer's `config`
+/// line can make the process allocate).
+pub(crate) fn memory_needed(cfg: &PerfConfig) -> MemoryNeeded {
+    let l = layout(cfg);
+    let q = u64::from(cfg.qps);
+    let size = cfg.size;
+    // Alignment allowance of each region, and the verification copy of the
+    // larger pattern (two-process WRITE/READ).
+    let regions = l.len[0] + l.len[1] + 2 * 4096 + l.len[0].max(l.len[1]);
+    let per_qp = qp_init(cfg, 0).footprint(RD_ATOMIC)
+        // wr counters, QP maps, SEND patterns
+        + 64
+        + if cfg.op == Op::Send { size } else { 0 };
+    let cq = cq_entries(cfg) * std::mem::size_of::<Wc>() as u64;
+    let queues = 2u64
+        .saturating_mul(q.saturating_mul(per_qp))
+        .saturating_add(2 * cq);
+    let ops = match cfg.limit {
+        Limit::Iters(n) => n.saturating_mul(q),
+        Limit::Duration(_) => 0,
+    };
+    let stamps = if cfg.lat {
+        ops.min(MAX_LAT_SAMPLES as u64) * 8
+    } else if ops <= MAX_STAMPED_OPS {
+        ops * 16
+    } else {
+        // Counts per interval (-D, or more operations than are stamped).
+        0
+    };
+    // ATOMIC: one bit per operation to check that fetched values are
+    // distinct.
+    let seen = if cfg.op == Op::Atomic { ops / 8 } else { 0 };
+    let frames = 2 * mem::DEFAULT_POOL as u64 * frame_cap(cfg) as u64;
+    MemoryNeeded {
+        regions,
+        queues,
+        buffers: stamps.saturating_add(seen).saturating_add(frames),
+    }
+}
+
+/// A side's memory region: `len` bytes at I/O virtual address `base`,
+/// registered exactly (no byte before `base` or from `base + len` on is part
+/// of the MR, so the responder refuses an access past the advertised
+/// length: IBTA 1.7 §9.7.4.1.5 C9-88).
 #[derive(Debug, Clone, Copy)]
 struct Mem {
     keys: MrKeys,
     base: u64,
-    pad: usize,
     len: usize,
 }
 
 impl Mem {
     fn bytes<'a>(&self, dev: &'a Device) -> Option<&'a [u8]> {
-        dev.mr(self.keys.lkey)?
-            .as_slice()
-            .get(self.pad..self.pad + self.len)
+        dev.mr(self.keys.lkey)?.as_slice().get(..self.len)
     }
     fn bytes_mut<'a>(&self, dev: &'a mut Device) -> Option<&'a mut [u8]> {
         dev.mr_mut(self.keys.lkey)?
             .as_mut_slice()
-            .get_mut(self.pad..self.pad + self.len)
+            .get_mut(..self.len)
     }
 }
 
 /// Register `len` bytes, filled by `fill`, starting `extra` bytes past a
 /// 4096-byte boundary in memory (normally 0: page-aligned), at I/O virtual
-/// address `base`.
+/// address `base` under R_Key `rkey`. The buffer is allocated with room for
+/// the alignment; only the `len` bytes are registered.
 fn reg_aligned(
     dev: &mut Device,
     pd: u32,
-    base: u64,
+    (base, rkey): (u64, u32),
     len: usize,
     extra: usize,
     fill: impl FnOnce(&mut [u8]),
@@ -146,14 +238,9 @@ fn reg_aligned(
         | AccessFlags::REMOTE_READ
         | AccessFlags::REMOTE_ATOMIC;
     let keys = dev
-        .reg_mr(pd, buf, base - pad as u64, access)
+        .reg_mr_window(pd, buf, pad..pad + len, base, access, Some(rkey))
         .map_err(|e| format!("reg_mr: {e}"))?;
-    Ok(Mem {
-        keys,
-        base,
-        pad,
-        len,
-    })
+    Ok(Mem { keys, base, len })
 }
 
 /// Pseudo-random bytes (SplitMix64 of `seed`).
@@ -170,6 +257,20 @@ fn send_pattern(seed: u64, r: usize, size: usize) -> Vec<u8> {
     let mut p = vec![0u8; size];
     fill_random(&mut p, seed ^ 0x5E4D_0000 ^ (r as u64) << 20);
     p
+}
+
+/// The R_Key and I/O virtual address of each side's memory region
+/// `[client, server]`, from the seed: random 32-bit keys (never 0) and
+/// page-aligned VAs at a random page below the fixed bases, so neither can
+/// be guessed by a blind peer unless `--seed` is given.
+pub(crate) fn mr_keys(cfg: &PerfConfig) -> [(u64, u32); 2] {
+    let mut rng = Rng::new(cfg.seed ^ 0x524B_4559_5641);
+    let mut one = |base: u64| {
+        let page = rng.next_u64() & 0xF_FFFF;
+        let rkey = (rng.next_u64() as u32).max(1);
+        (base + (page << 12), rkey)
+    };
+    [one(CLIENT_BASE), one(SERVER_BASE)]
 }
 
 /// Which end of the test a device is.
@@ -208,8 +309,10 @@ pub(crate) fn frame_cap(cfg: &PerfConfig) -> usize {
     cfg.mtu.bytes() + 256
 }
 
-/// The initial PSNs `[client, server]` of each QP pair, from the seed
-/// (perftest draws them at random).
+/// The initial PSNs `[client, server]` of each QP pair, 24 random bits each
+/// from the seed (perftest: `lrand48() & 0xffffff` per QP; the seed is
+/// itself random unless `--seed` is given, so a blind peer cannot guess
+/// them).
 pub(crate) fn initial_psns(cfg: &PerfConfig) -> Vec<[u32; 2]> {
     let mut rng = Rng::new(cfg.seed ^ 0x0050_534E);
     (0..cfg.qps)
@@ -290,34 +393,18 @@ pub(crate) fn build_local(
     let size = cfg.size as usize;
     let seed = cfg.seed;
     let pd = dev.alloc_pd();
-    let cqe = q * (depth as usize) * 2 + 64;
-    let cq = dev.create_cq(cqe);
-    let rx_depth = if cfg.op == Op::Send { cfg.depth() } else { 1 };
+    let cq = dev.create_cq(cq_entries(cfg) as usize);
+    let init = qp_init(cfg, cq);
     let mut qpn = Vec::with_capacity(q);
     for _ in 0..q {
-        let init = QpInitAttr {
-            qp_type: QpType::Rc,
-            send_cq: cq,
-            recv_cq: cq,
-            cap: QpCap {
-                max_send_wr: cfg.depth(),
-                max_recv_wr: rx_depth,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: false,
-        };
         qpn.push(
             dev.create_qp(pd, &init)
                 .map_err(|e| format!("create_qp: {e}"))?,
         );
     }
     let len = lay.len[role.index()] as usize;
-    let (base, mc) = match role {
-        Role::Client => (CLIENT_BASE, mr_offset),
-        Role::Server => (SERVER_BASE, mr_offset),
-    };
+    let base = mr_keys(cfg)[role.index()];
+    let mc = mr_offset;
     let mem = match (role, cfg.op) {
         (Role::Client, Op::Write) => {
             reg_aligned(&mut dev, pd, base, len, mc, |b| client_pattern(b, seed))?
@@ -441,6 +528,9 @@ pub(crate) fn connect_local(
     Ok(())
 }
 
+/// The error of a server loop stopped because the other side failed.
+pub(crate) const STOPPED_BY_PEER: &str = "stopped: the client side failed";
+
 /// State shared by the threads.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -448,6 +538,8 @@ pub(crate) struct Shared {
     state: AtomicU8,
     /// Operations the client has completed.
     progress: AtomicU64,
+    /// When the server last received a frame (ns since `start`).
+    last_rx: AtomicU64,
 }
 
 impl Shared {
@@ -487,7 +579,9 @@ impl Drop for AbortGuard<'_> {
 /// A poll-mode backend (DPDK: each process owns its lcore, and the driver
 /// only moves frames when polled) busy-polls instead, as DPDK applications
 /// and perftest do: a nap there holds the peer's frames in the ring for a
-/// whole timer slice (~60-100 µs on these machines).
+/// whole timer slice (~60-100 µs on these machines). Such a loop warns at
+/// its start when its CPU is busy-polled by another `roce` process
+/// (`perf::cpu`).
 #[derive(Debug, Default)]
 struct Idle {
     spins: u32,
@@ -542,8 +636,12 @@ fn event_error(side: &str, ev: AsyncEvent) -> String {
 }
 
 /// One pass of the receive path: received frames in, then the timers.
-/// Returns whether anything happened.
-fn drive_rx<B: FrameIo>(dev: &mut Device, io: &mut B, now: Instant) -> Result<bool, String> {
+/// Returns the frames received and whether anything happened.
+fn drive_rx<B: FrameIo>(
+    dev: &mut Device,
+    io: &mut B,
+    now: Instant,
+) -> Result<(usize, bool), String> {
     let n = io
         .rx_burst(BURST, &mut |f| dev.handle_frame(now, f))
         .map_err(|e| format!("backend receive: {e}"))?;
@@ -552,7 +650,19 @@ fn drive_rx<B: FrameIo>(dev: &mut Device, io: &mut B, now: Instant) -> Result<bo
         dev.handle_timeout(now);
         work = true;
     }
-    Ok(work)
+    Ok((n, work))
+}
+
+/// Hand the wire what the device still has queued (a NAK or the last ACK
+/// of a QP that just failed), before a loop gives up: the peer then learns
+/// why (a bounded number of passes; a full pool ends it early).
+fn flush_tx<B: FrameIo>(dev: &mut Device, io: &mut B, now: Instant, sent: &mut u64) {
+    for _ in 0..64 {
+        match drive_tx(dev, io, now, sent) {
+            Ok(true) => {}
+            _ => break,
+        }
+    }
 }
 
 /// One pass of the transmit path; adds the frames sent to `sent`.
@@ -597,8 +707,9 @@ pub(crate) struct Client<B> {
     total_done: u64,
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
-    samples: Vec<u64>,
-    /// A duration run (`-D`) of a BW test counts completions per interval
+    samples: stats::LatSamples,
+    /// A duration run (`-D`) of a BW test, or one of more than
+    /// [`MAX_STAMPED_OPS`] operations, counts completions per interval
     /// instead of stamping every operation (which would grow by 16 bytes
     /// per message for as long as the run lasts).
     counted: Option<Counted>,
@@ -620,7 +731,7 @@ pub(crate) struct ClientOut<B> {
     pub(crate) total_done: u64,
     tposted: Vec<u64>,
     tcompleted: Vec<u64>,
-    samples: Vec<u64>,
+    samples: stats::LatSamples,
     /// The first post's time and the counts, for a counted run.
     counted: Option<(u64, Counted)>,
 }
@@ -684,7 +795,7 @@ impl<B: FrameIo> Client<B> {
             .map_err(|e| format!("post_send on QP 0x{:06x}: {e}", self.qpn[r]))?;
         self.posted[r] += 1;
         self.total_posted += 1;
-        if self.counted.is_none() {
+        if self.counted.is_none() && !self.lat {
             self.tposted.push(now);
         }
         if self.first_post.is_none() {
@@ -802,7 +913,7 @@ impl<B: FrameIo> Client<B> {
             }
             c.counts[i] += n;
             c.last_ns = t;
-        } else {
+        } else if !self.lat {
             for _ in 0..n {
                 self.tcompleted.push(t);
             }
@@ -850,11 +961,14 @@ impl<B: FrameIo> Client<B> {
         let mut guard = AbortGuard(sh, true);
         let mut wcs = [blank_wc(); 64];
         let mut idle = Idle::new(self.backend);
+        let _cpu = idle
+            .busy_poll
+            .then(|| super::cpu::check_busy_poll("client"));
         let mut last_progress = sh.now_ns();
         loop {
             let now_ns = sh.now_ns();
             let now = Instant::from_nanos(now_ns);
-            let mut work = drive_rx(&mut self.dev, &mut self.io, now)?;
+            let (_, mut work) = drive_rx(&mut self.dev, &mut self.io, now)?;
             // Completions first: an error completion says more than the
             // QP-fatal event that follows it.
             loop {
@@ -864,13 +978,17 @@ impl<B: FrameIo> Client<B> {
                 }
                 let t = sh.now_ns();
                 for wc in &wcs[..n] {
-                    self.complete(wc, t)?;
+                    if let Err(e) = self.complete(wc, t) {
+                        flush_tx(&mut self.dev, &mut self.io, now, &mut self.sent);
+                        return Err(e);
+                    }
                 }
                 work = true;
                 last_progress = t;
                 sh.progress.store(self.total_done, Ordering::Relaxed);
             }
             if let Some(ev) = self.dev.poll_event() {
+                flush_tx(&mut self.dev, &mut self.io, now, &mut self.sent);
                 return Err(event_error("client", ev));
             }
             if let (Some(d), Some(f)) = (self.duration_ns, self.first_post) {
@@ -1055,12 +1173,29 @@ impl<B: FrameIo> Server<B> {
         let mut guard = AbortGuard(sh, true);
         let mut wcs = [blank_wc(); 64];
         let mut idle = Idle::new(self.backend);
+        let _cpu = idle
+            .busy_poll
+            .then(|| super::cpu::check_busy_poll("server"));
         loop {
             let now_ns = sh.now_ns();
             let now = Instant::from_nanos(now_ns);
-            let mut work = drive_rx(&mut self.dev, &mut self.io, now)?;
-            work |= self.poll(&mut wcs)?;
+            let (rx, mut work) = drive_rx(&mut self.dev, &mut self.io, now)?;
+            if rx > 0 {
+                sh.last_rx.store(now_ns, Ordering::Relaxed);
+            }
+            // A QP that failed (a bad R_Key, a length past the region) has
+            // queued its NAK: put it on the wire before stopping, so the
+            // peer learns why (IBTA 1.7 §9.7.5.2.4: the responder reports
+            // the error to the requester).
+            match self.poll(&mut wcs) {
+                Ok(w) => work |= w,
+                Err(e) => {
+                    flush_tx(&mut self.dev, &mut self.io, now, &mut self.sent);
+                    return Err(e);
+                }
+            }
             if let Some(ev) = self.dev.poll_event() {
+                flush_tx(&mut self.dev, &mut self.io, now, &mut self.sent);
                 return Err(event_error("server", ev));
             }
             work |= drive_tx(&mut self.dev, &mut self.io, now, &mut self.sent)?;
@@ -1070,7 +1205,7 @@ impl<B: FrameIo> Server<B> {
                     self.poll(&mut wcs)?;
                     break;
                 }
-                _ => return Err("stopped: the client side failed".into()),
+                _ => return Err(STOPPED_BY_PEER.into()),
             }
             if work {
                 idle.work();
@@ -1108,10 +1243,11 @@ pub(crate) fn client<B: FrameIo>(
         Limit::Duration(d) => Some(d.as_nanos() as u64),
         Limit::Iters(_) => None,
     };
-    let counted = (iters.is_none() && !cfg.lat).then(Counted::default);
-    let expected = match (iters, &counted) {
+    let ops = iters.map(|n| n.saturating_mul(q as u64));
+    let counted = (!cfg.lat && ops.map_or(true, |n| n > MAX_STAMPED_OPS)).then(Counted::default);
+    let expected = match (ops, &counted) {
         (_, Some(_)) => 0,
-        (Some(n), None) => n.saturating_mul(q as u64).min(1 << 24) as usize,
+        (Some(n), None) => n.min(MAX_STAMPED_OPS) as usize,
         (None, None) => 1 << 16,
     };
     let stall = ack_timeout(cfg.qp_timeout).unwrap_or_default() * 3;
@@ -1138,9 +1274,13 @@ pub(crate) fn client<B: FrameIo>(
         done: vec![0; q],
         total_posted: 0,
         total_done: 0,
-        tposted: Vec::with_capacity(expected),
-        tcompleted: Vec::with_capacity(expected),
-        samples: Vec::with_capacity(if cfg.lat { expected } else { 0 }),
+        tposted: Vec::with_capacity(if cfg.lat { 0 } else { expected }),
+        tcompleted: Vec::with_capacity(if cfg.lat { 0 } else { expected }),
+        samples: stats::LatSamples::new(
+            MAX_LAT_SAMPLES,
+            if cfg.lat { expected } else { 0 },
+            cfg.seed,
+        ),
         counted,
         lat_post: 0,
         next_qp: 0,
@@ -1199,7 +1339,18 @@ impl Shared {
             start,
             state: AtomicU8::new(RUNNING),
             progress: AtomicU64::new(0),
+            last_rx: AtomicU64::new(0),
         }
+    }
+    /// Whether the run was stopped (a side failed).
+    pub(crate) fn stopped(&self) -> bool {
+        self.state() == ABORT
+    }
+    /// How long since the server last received a frame (or since the
+    /// start).
+    pub(crate) fn idle_for(&self) -> Duration {
+        let last = self.last_rx.load(Ordering::Relaxed);
+        Duration::from_nanos(self.now_ns().saturating_sub(last))
     }
     /// Operations the client has completed so far.
     pub(crate) fn progress(&self) -> u64 {
@@ -1428,14 +1579,18 @@ fn run_pair<B: FrameIo + Send>(
     let q = u64::from(cfg.qps);
     let mut samples = c.samples.clone();
     let figures = figures(cfg, &c.tposted, &c.tcompleted, &mut samples, c.counted());
-    let retrans = RETRANS_COUNTERS
-        .iter()
-        .filter_map(|&name| {
-            let a = c.dev.counters().get(name).unwrap_or(0);
-            let b = s.dev.counters().get(name).unwrap_or(0);
-            (a != 0 || b != 0).then_some((name, a, b))
-        })
-        .collect();
+    let both = |names: &[&'static str]| {
+        names
+            .iter()
+            .filter_map(|&name| {
+                let a = c.dev.counters().get(name).unwrap_or(0);
+                let b = s.dev.counters().get(name).unwrap_or(0);
+                (a != 0 || b != 0).then_some((name, a, b))
+            })
+            .collect::<Vec<_>>()
+    };
+    let retrans = both(RETRANS_COUNTERS);
+    let drops = both(DROP_COUNTERS);
     let report = PerfReport {
         config: cfg.clone(),
         transport: super::MEM_TRANSPORT.into(),
@@ -1444,10 +1599,12 @@ fn run_pair<B: FrameIo + Send>(
         total_ops: c.total_done,
         figures,
         retrans,
+        drops,
         frames_sent: [c.sent, s.sent],
         frames_dropped: [0, 0],
         pcap_frames: 0,
         verified,
+        notes: c.notes(cfg),
     };
     Ok((report, c, s))
 }
@@ -1458,11 +1615,11 @@ pub(crate) fn figures(
     cfg: &PerfConfig,
     tposted: &[u64],
     tcompleted: &[u64],
-    samples: &mut [u64],
+    samples: &mut stats::LatSamples,
     counted: Option<(u64, u64, u64, &[u64])>,
 ) -> Figures {
     if cfg.lat {
-        Figures::Lat(stats::lat(samples))
+        Figures::Lat(samples.stats())
     } else if let Some((first, last, total, counts)) = counted {
         Figures::Bw(stats::bw_counted(cfg.size, first, last, total, counts))
     } else {
@@ -1471,8 +1628,29 @@ pub(crate) fn figures(
 }
 
 impl<B> ClientOut<B> {
+    /// Lines for the report about how the figures were computed when the
+    /// run was too long to keep every stamp or sample.
+    pub(crate) fn notes(&self, cfg: &PerfConfig) -> Vec<String> {
+        let mut v = Vec::new();
+        if matches!(cfg.limit, Limit::Iters(_)) && self.counted.is_some() {
+            v.push(format!(
+                "BW peak: best one-second window (a run of more than {MAX_STAMPED_OPS} operations \
+                 counts completions per 100 ms instead of stamping each)"
+            ));
+        }
+        if cfg.lat && self.samples.len() > self.samples.kept() as u64 {
+            v.push(format!(
+                "latency: typical and percentiles from a uniform sample of {} of the {} operations; \
+                 min, max, average and stdev over all",
+                self.samples.kept(),
+                self.samples.len()
+            ));
+        }
+        v
+    }
+
     /// The latency samples and the post / completion timestamps (ns).
-    pub(crate) fn timestamps(&mut self) -> (&[u64], &[u64], &mut [u64]) {
+    pub(crate) fn timestamps(&mut self) -> (&[u64], &[u64], &mut stats::LatSamples) {
         (&self.tposted, &self.tcompleted, &mut self.samples)
     }
 
@@ -1486,10 +1664,12 @@ impl<B> ClientOut<B> {
     }
 }
 
-/// The retransmission counters of `dev` that are not zero.
-pub(crate) fn retrans_counters(dev: &Device) -> Vec<(&'static str, u64)> {
+/// The retransmission and drop counters of `dev` that are not zero (what
+/// a side reports to the other).
+pub(crate) fn report_counters(dev: &Device) -> Vec<(&'static str, u64)> {
     RETRANS_COUNTERS
         .iter()
+        .chain(DROP_COUNTERS)
         .filter_map(|&n| {
             let v = dev.counters().get(n).unwrap_or(0);
             (v != 0).then_some((n, v))

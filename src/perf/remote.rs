@@ -43,6 +43,19 @@
 //! the size, iterations, QPs, MTU, TX depth, timeout and seed from it, and
 //! refuses (`error`) a different operation, test type or backend.
 //!
+//! Limits (every line comes from a peer that may be hostile): a line is at
+//! most [`MAX_LINE`] bytes with its newline and valid UTF-8; an endpoint
+//! carries exactly as many `qp` lines as the configuration's QPs, a report
+//! at most 256 `counter` lines; the server checks the client's `config`
+//! against its own and against the memory bound before it reads anything
+//! more. The whole handshake must be done within [`HANDSHAKE_TIMEOUT`] of
+//! the connection (a deadline, so a peer trickling a byte at a time is cut
+//! off too), and so must the server's `result`; during the run the server
+//! gives up when the client has sent neither a frame nor a line for
+//! [`RUN_IDLE_TIMEOUT`]. Each failure is one line in plain words. With
+//! `-p 0` the server listens on a port the system picks and reports it
+//! (`Waiting for a client on TCP port N`).
+//!
 //! The client does the measuring. Both sides print perftest's table: the
 //! server shows the client's figures. The data is verified where it can be
 //! seen: the server checks WRITE targets against the client's pattern
@@ -67,10 +80,24 @@ use crate::backend::{self, BackendKind, BackendOptions, Opened};
 /// perftest's default TCP port for the side channel.
 pub const DEFAULT_PORT: u16 = 18515;
 
-/// How long the client keeps trying to reach the server, and how long
-/// either side waits for the other's parameters.
+/// How long the client keeps trying to reach the server.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The whole exchange of parameters (hello, config, endpoint) must be done
+/// within this time of the connection (a deadline, not a per-read timeout:
+/// a peer that trickles a byte at a time is cut off as well); so must the
+/// server's `result` after the client's report.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The server gives up on a run when the client has sent nothing, neither a
+/// frame nor a side-channel line, for this long (the client itself fails a
+/// run after [`super::STALL`] without a completion, and reports it).
+pub const RUN_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest side-channel line accepted, bytes with the newline (the longest
+/// the protocol sends, `config`, is under 300).
+pub const MAX_LINE: usize = 1024;
+/// Most `counter` lines accepted in a report.
+const MAX_COUNTER_LINES: usize = 256;
+/// How often a wait on the side channel wakes up to check its deadline.
+const POLL: Duration = Duration::from_millis(200);
 
 /// Which end this process is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,18 +164,37 @@ impl Line {
     }
 }
 
+/// What a wait on the side channel is bounded by.
+enum Wait<'a> {
+    /// Give up at this instant, saying what was expected of whom.
+    Deadline(std::time::Instant, &'a str),
+    /// Ask this every [`POLL`] whether to go on waiting (the run's idle
+    /// check).
+    Check(&'a mut dyn FnMut() -> Result<(), PerfError>),
+}
+
 struct Channel {
     r: BufReader<TcpStream>,
     w: TcpStream,
+    /// The peer, for messages: "the client 127.0.0.1:40000".
+    peer: String,
+    /// Bytes of a line whose end has not arrived yet.
+    partial: Vec<u8>,
 }
 
 impl Channel {
-    fn new(s: TcpStream) -> Result<Channel, PerfError> {
+    fn new(s: TcpStream, who: &str) -> Result<Channel, PerfError> {
         let w = s.try_clone().map_err(io_err("TCP"))?;
         let _ = s.set_nodelay(true);
+        let peer = match s.peer_addr() {
+            Ok(a) => format!("the {who} at {a}"),
+            Err(_) => format!("the {who}"),
+        };
         Ok(Channel {
-            r: BufReader::new(s),
+            r: BufReader::with_capacity(MAX_LINE, s),
             w,
+            peer,
+            partial: Vec::new(),
         })
     }
     fn send(&mut self, text: &str) -> Result<(), PerfError> {
@@ -157,26 +203,80 @@ impl Channel {
             .and_then(|_| self.w.flush())
             .map_err(io_err("sending"))
     }
-    fn line(&mut self) -> Result<Line, PerfError> {
-        let mut s = String::new();
-        let n = self.r.read_line(&mut s).map_err(io_err("receiving"))?;
-        if n == 0 {
-            return Err(proto("the peer closed the connection"));
+    /// One line, at most [`MAX_LINE`] bytes, waiting as `wait` says.
+    fn line_in(&mut self, wait: &mut Wait<'_>) -> Result<Line, PerfError> {
+        loop {
+            let timeout = match wait {
+                Wait::Deadline(at, what) => {
+                    let left = at.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(proto(format!(
+                            "{} sent no {what} within {} s",
+                            self.peer,
+                            HANDSHAKE_TIMEOUT.as_secs()
+                        )));
+                    }
+                    left.min(POLL)
+                }
+                Wait::Check(_) => POLL,
+            };
+            let _ = self.r.get_ref().set_read_timeout(Some(timeout));
+            let got = match self.r.fill_buf() {
+                Ok(b) => b,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    if let Wait::Check(f) = wait {
+                        f()?;
+                    }
+                    continue;
+                }
+                Err(e) => return Err(proto(format!("receiving from {}: {e}", self.peer))),
+            };
+            if got.is_empty() {
+                return Err(proto(format!("{} closed the connection", self.peer)));
+            }
+            let (take, end) = match got.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (got.len(), false),
+            };
+            if self.partial.len() + take > MAX_LINE {
+                return Err(proto(format!(
+                    "{} sent a line longer than {MAX_LINE} bytes",
+                    self.peer
+                )));
+            }
+            self.partial.extend_from_slice(&got[..take]);
+            self.r.consume(take);
+            if end {
+                let bytes = std::mem::take(&mut self.partial);
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| proto(format!("{} sent a line that is not UTF-8", self.peer)))?;
+                return Ok(Line::parse(&text));
+            }
         }
-        Ok(Line::parse(&s))
     }
-    fn expect(&mut self, word: &str) -> Result<Line, PerfError> {
-        let l = self.line()?;
+    /// One line before `deadline`; `what` names it for the timeout message.
+    fn line_by(&mut self, deadline: std::time::Instant, what: &str) -> Result<Line, PerfError> {
+        self.line_in(&mut Wait::Deadline(deadline, what))
+    }
+    fn expect_by(&mut self, word: &str, deadline: std::time::Instant) -> Result<Line, PerfError> {
+        let l = self.line_by(deadline, &format!("`{word}` line"))?;
         if l.word == "error" {
-            return Err(PerfError::Run(format!("the peer refused: {}", l.rest)));
+            return Err(PerfError::Run(format!("{} refused: {}", self.peer, l.rest)));
         }
         if l.word != word {
-            return Err(proto(format!("expected `{word}`, got `{}`", l.word)));
+            return Err(proto(format!(
+                "{}: expected `{word}`, got `{}`",
+                self.peer, l.word
+            )));
         }
         Ok(l)
-    }
-    fn set_timeout(&self, t: Option<Duration>) {
-        let _ = self.r.get_ref().set_read_timeout(t);
     }
 }
 
@@ -213,8 +313,14 @@ fn endpoint_text(e: &Endpoint) -> String {
     t
 }
 
-fn read_endpoint(ch: &mut Channel) -> Result<Endpoint, PerfError> {
-    let l = ch.expect("endpoint")?;
+/// The peer's `endpoint` and its `qp` lines (exactly `qps` of them) up to
+/// `end`, before `deadline`.
+fn read_endpoint(
+    ch: &mut Channel,
+    qps: u32,
+    deadline: std::time::Instant,
+) -> Result<Endpoint, PerfError> {
+    let l = ch.expect_by("endpoint", deadline)?;
     let gid: Ipv6Addr = l.field("gid")?.parse().map_err(|_| proto("bad gid"))?;
     let mac = parse_mac(l.field("mac")?).ok_or_else(|| proto("bad mac"))?;
     let udp = match l.field("udp")? {
@@ -231,9 +337,22 @@ fn read_endpoint(ch: &mut Channel) -> Result<Endpoint, PerfError> {
         qps: Vec::new(),
     };
     loop {
-        let l = ch.line()?;
+        let l = ch.line_by(deadline, "`qp` or `end` line")?;
         match l.word.as_str() {
+            "qp" if e.qps.len() >= qps as usize => {
+                return Err(proto(format!(
+                    "{} sent more `qp` lines than its {qps} QPs",
+                    ch.peer
+                )))
+            }
             "qp" => e.qps.push((l.hex("qpn")? as u32, l.hex("psn")? as u32)),
+            "end" if e.qps.len() != qps as usize => {
+                return Err(proto(format!(
+                    "{} sent {} `qp` lines for {qps} QPs",
+                    ch.peer,
+                    e.qps.len()
+                )))
+            }
             "end" => return Ok(e),
             w => return Err(proto(format!("unexpected `{w}` in an endpoint"))),
         }
@@ -369,12 +488,18 @@ fn counters_text(c: &[(String, u64)]) -> String {
         .collect()
 }
 
-/// Read `counter` lines up to `end`.
-fn read_counters(ch: &mut Channel) -> Result<Vec<(String, u64)>, PerfError> {
+/// Read `counter` lines (at most [`MAX_COUNTER_LINES`]) up to `end`.
+fn read_counters(ch: &mut Channel, wait: &mut Wait<'_>) -> Result<Vec<(String, u64)>, PerfError> {
     let mut out = Vec::new();
     loop {
-        let l = ch.line()?;
+        let l = ch.line_in(wait)?;
         match l.word.as_str() {
+            "counter" if out.len() >= MAX_COUNTER_LINES => {
+                return Err(proto(format!(
+                    "{} sent more than {MAX_COUNTER_LINES} counters",
+                    ch.peer
+                )))
+            }
             "counter" => {
                 let (n, v) = l
                     .rest
@@ -391,12 +516,14 @@ fn read_counters(ch: &mut Channel) -> Result<Vec<(String, u64)>, PerfError> {
     }
 }
 
-/// `(name, client, server)` rows of the counters not zero on either side.
+/// `(name, client, server)` rows of the counters of `names` not zero on
+/// either side.
 fn merge_counters(
+    names: &[&'static str],
     client: &[(String, u64)],
     server: &[(String, u64)],
 ) -> Vec<(&'static str, u64, u64)> {
-    super::RETRANS_COUNTERS
+    names
         .iter()
         .filter_map(|&n| {
             let a = client.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| *v);
@@ -451,18 +578,22 @@ impl Endpoint {
 
 /// Run one end of a two-process test. `cfg` is this process's command
 /// line (the server takes most of its parameters from the client's).
+/// `listening` (server) is called with the TCP port once the side channel
+/// listens (the real one when `remote.port` is 0).
 ///
 /// # Errors
 /// Usage errors (a backend that cannot join processes, a mismatched
-/// server), side-channel and run failures, verification failures.
+/// server, a client's configuration beyond the limits), side-channel and
+/// run failures, verification failures.
 pub fn run_remote(
     cfg: &PerfConfig,
     remote: &Remote,
     progress: Option<&mut dyn FnMut(u64, Duration)>,
+    listening: Option<&mut dyn FnMut(u16)>,
 ) -> Result<PerfReport, PerfError> {
     check_remote(cfg)?;
     match &remote.role {
-        RemoteRole::Server => run_server(cfg, remote),
+        RemoteRole::Server => run_server(cfg, remote, listening),
         RemoteRole::Client(host) => run_client(cfg, remote, host, progress),
     }
 }
@@ -498,7 +629,32 @@ fn listen(port: u16) -> Result<TcpListener, PerfError> {
         .map_err(|e| PerfError::Run(format!("listening on TCP port {port}: {e}")))
 }
 
-fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError> {
+/// The server's half of the handshake after the client's hello: its
+/// configuration (checked against this server's and the limits before
+/// anything else is read) and its endpoint.
+fn server_handshake(
+    ch: &mut Channel,
+    own: &PerfConfig,
+    deadline: std::time::Instant,
+) -> Result<(PerfConfig, Endpoint), PerfError> {
+    let hello = ch.expect_by("ROCE-PERF", deadline)?;
+    if hello.rest != "1 client" {
+        return Err(proto(format!(
+            "{}: unexpected greeting `{}`",
+            ch.peer, hello.rest
+        )));
+    }
+    let cl = ch.expect_by("config", deadline)?;
+    let cfg = apply_config(&cl, own).map_err(PerfError::Usage)?;
+    let peer = read_endpoint(ch, cfg.qps, deadline)?;
+    Ok((cfg, peer))
+}
+
+fn run_server(
+    own: &PerfConfig,
+    remote: &Remote,
+    listening: Option<&mut dyn FnMut(u16)>,
+) -> Result<PerfReport, PerfError> {
     // DPDK: start the port before listening, so that a net_memif server
     // socket exists by the time a client (which opens its port right after
     // connecting) starts its own; its link comes up with the client's.
@@ -518,27 +674,31 @@ fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError
         None
     };
     let listener = listen(remote.port)?;
+    let port = listener
+        .local_addr()
+        .map_or(remote.port, |a: SocketAddr| a.port());
+    if let Some(f) = listening {
+        f(port);
+    }
     let (stream, _) = listener
         .accept()
         .map_err(|e| PerfError::Run(format!("accepting a client: {e}")))?;
+    drop(listener);
     let tcp_local = stream
         .local_addr()
         .map_err(io_err("TCP"))?
         .ip()
         .to_canonical();
-    let mut ch = Channel::new(stream)?;
-    ch.set_timeout(Some(HANDSHAKE_TIMEOUT));
-    let hello = ch.expect("ROCE-PERF")?;
-    if hello.rest != "1 client" {
-        return Err(proto(format!("unexpected greeting `{}`", hello.rest)));
-    }
-    let cl = ch.expect("config")?;
-    let peer = read_endpoint(&mut ch)?;
-    let cfg = match apply_config(&cl, own) {
-        Ok(c) => c,
-        Err(m) => {
-            let _ = ch.send(&format!("ROCE-PERF 1 server\nerror {m}\n"));
-            return Err(PerfError::Usage(m));
+    let mut ch = Channel::new(stream, "client")?;
+    let deadline = std::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let refuse = |ch: &mut Channel, m: &str| {
+        let _ = ch.send(&format!("ROCE-PERF 1 server\nerror {m}\n"));
+    };
+    let (cfg, peer) = match server_handshake(&mut ch, own, deadline) {
+        Ok(x) => x,
+        Err(e) => {
+            refuse(&mut ch, &e.to_string());
+            return Err(e);
         }
     };
     if let Some(o) = &early {
@@ -549,7 +709,7 @@ fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError
                 o.io.max_frame_len(),
                 cfg.mtu.bytes()
             );
-            let _ = ch.send(&format!("ROCE-PERF 1 server\nerror {m}\n"));
+            refuse(&mut ch, &m);
             return Err(PerfError::Usage(m));
         }
     }
@@ -559,7 +719,7 @@ fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError
     {
         Ok(o) => o,
         Err(e) => {
-            let _ = ch.send(&format!("ROCE-PERF 1 server\nerror server backend: {e}\n"));
+            refuse(&mut ch, &format!("server backend: {e}"));
             return Err(e);
         }
     };
@@ -580,14 +740,29 @@ fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError
     engine::connect_local(&mut local, &peer, &cfg).map_err(PerfError::Run)?;
     let server = engine::server(&cfg, local, opened.io).map_err(PerfError::Run)?;
     ch.send(&format!("ROCE-PERF 1 server\n{}", endpoint_text(&me)))?;
-    ch.set_timeout(None);
 
     let sh = Shared::new(std::time::Instant::now());
     let mut side = ch.w.try_clone().map_err(io_err("TCP"))?;
     // The client's report arrives on the side channel; it ends the run.
+    // Meanwhile the reader checks that the client is alive: a frame or a
+    // line from it at least every RUN_IDLE_TIMEOUT.
     let (out, client) = thread::scope(|scope| {
         let reader = scope.spawn(|| {
-            let r = read_client_report(&mut ch);
+            let peer = ch.peer.clone();
+            let mut check = || {
+                if sh.stopped() {
+                    return Err(proto("the server stopped"));
+                }
+                let idle = sh.idle_for();
+                if idle >= RUN_IDLE_TIMEOUT {
+                    return Err(PerfError::Run(format!(
+                        "{peer} sent nothing (no frame, no side-channel line) for {} s; giving up",
+                        idle.as_secs()
+                    )));
+                }
+                Ok(())
+            };
+            let r = read_client_report(&mut ch, &mut Wait::Check(&mut check));
             match &r {
                 Ok(_) => sh.finish(),
                 Err(_) => sh.abort(),
@@ -607,12 +782,15 @@ fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError
     });
     let out = match (out, client) {
         (Ok(o), Ok(c)) => (o, c),
+        // The reader's reason (an idle or failed client) says more than the
+        // server loop's "stopped".
+        (Err(e), Err(c)) if e == engine::STOPPED_BY_PEER => return Err(c),
         (Err(e), _) => return Err(PerfError::Run(e)),
         (_, Err(e)) => return Err(e),
     };
     let (out, client) = out;
     let verified = engine::verify_server(&cfg, &out, client.ops);
-    let server_counters = owned(engine::retrans_counters(&out.dev));
+    let server_counters = owned(engine::report_counters(&out.dev));
     let counters = counters_text(&server_counters);
     match &verified {
         Ok(v) => ch.send(&format!("result ok {v}\n{counters}end\n"))?,
@@ -620,16 +798,18 @@ fn run_server(own: &PerfConfig, remote: &Remote) -> Result<PerfReport, PerfError
     }
     let verified = verified?;
     Ok(PerfReport {
-        transport: transport_text(cfg.backend, &me, &peer, remote.port),
+        transport: transport_text(cfg.backend, &me, &peer, port),
         side: Some("server".into()),
         iterations: client.iterations,
         total_ops: client.ops,
         figures: client.figures,
-        retrans: merge_counters(&client.counters, &server_counters),
+        retrans: merge_counters(super::RETRANS_COUNTERS, &client.counters, &server_counters),
+        drops: merge_counters(super::DROP_COUNTERS, &client.counters, &server_counters),
         frames_sent: [0, out.sent],
         frames_dropped: [0, 0],
         pcap_frames: 0,
         verified,
+        notes: Vec::new(),
         config: cfg,
     })
 }
@@ -642,8 +822,8 @@ struct ClientReport {
     counters: Vec<(String, u64)>,
 }
 
-fn read_client_report(ch: &mut Channel) -> Result<ClientReport, PerfError> {
-    let l = ch.line()?;
+fn read_client_report(ch: &mut Channel, wait: &mut Wait<'_>) -> Result<ClientReport, PerfError> {
+    let l = ch.line_in(wait)?;
     match l.word.as_str() {
         "done" => {}
         "abort" => return Err(PerfError::Run(format!("client: {}", l.rest))),
@@ -651,8 +831,8 @@ fn read_client_report(ch: &mut Channel) -> Result<ClientReport, PerfError> {
     }
     let ops = l.num("ops")?;
     let iterations = l.num("iterations")?;
-    let figures = parse_figures(&ch.line()?)?;
-    let counters = read_counters(ch)?;
+    let figures = parse_figures(&ch.line_in(wait)?)?;
+    let counters = read_counters(ch, wait)?;
     Ok(ClientReport {
         ops,
         iterations,
@@ -697,7 +877,7 @@ fn run_client(
         .map_err(io_err("TCP"))?
         .ip()
         .to_canonical();
-    let mut ch = Channel::new(stream)?;
+    let mut ch = Channel::new(stream, "server")?;
     let opened = open_backend(cfg, remote, tcp_local, 0)?;
     let psns = engine::initial_psns(cfg);
     let dev = Device::new(engine::device_config(cfg, opened.ip, opened.mac));
@@ -715,12 +895,15 @@ fn run_client(
         config_text(cfg),
         endpoint_text(&me)
     ))?;
-    ch.set_timeout(Some(HANDSHAKE_TIMEOUT));
-    let hello = ch.expect("ROCE-PERF")?;
+    let deadline = std::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let hello = ch.expect_by("ROCE-PERF", deadline)?;
     if hello.rest != "1 server" {
-        return Err(proto(format!("unexpected greeting `{}`", hello.rest)));
+        return Err(proto(format!(
+            "{}: unexpected greeting `{}`",
+            ch.peer, hello.rest
+        )));
     }
-    let peer = read_endpoint(&mut ch)?;
+    let peer = read_endpoint(&mut ch, cfg.qps, deadline)?;
     if let (Some(routes), Some(to)) = (&opened.routes, peer.udp) {
         routes.set(peer.gid.to_ip(), to);
     }
@@ -743,6 +926,7 @@ fn run_client(
         }
     };
     let q = u64::from(cfg.qps);
+    let notes = out.notes(cfg);
     let counted = out.counted().map(|(f, l, n, c)| (f, l, n, c.to_vec()));
     let (tposted, tcompleted, samples) = out.timestamps();
     let (tposted, tcompleted) = (tposted.to_vec(), tcompleted.to_vec());
@@ -750,7 +934,7 @@ fn run_client(
         .as_ref()
         .map(|(f, l, n, c)| (*f, *l, *n, c.as_slice()));
     let figures = engine::figures(cfg, &tposted, &tcompleted, samples, counted);
-    let client_counters = owned(engine::retrans_counters(&out.dev));
+    let client_counters = owned(engine::report_counters(&out.dev));
     let counters = counters_text(&client_counters);
     ch.send(&format!(
         "done ops={} iterations={}\n{}{counters}end\n",
@@ -758,8 +942,10 @@ fn run_client(
         out.total_done / q,
         figures_text(&figures)
     ))?;
-    let r = ch.expect("result")?;
-    let server_counters = read_counters(&mut ch)?;
+    // The server verifies its memory, then answers.
+    let deadline = std::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let r = ch.expect_by("result", deadline)?;
+    let server_counters = read_counters(&mut ch, &mut Wait::Deadline(deadline, "counters"))?;
     let (status, text) = r.rest.split_once(' ').unwrap_or((&r.rest, ""));
     if status != "ok" {
         return Err(PerfError::Verify(format!("server: {text}")));
@@ -774,11 +960,13 @@ fn run_client(
         iterations: out.total_done / q,
         total_ops: out.total_done,
         figures,
-        retrans: merge_counters(&client_counters, &server_counters),
+        retrans: merge_counters(super::RETRANS_COUNTERS, &client_counters, &server_counters),
+        drops: merge_counters(super::DROP_COUNTERS, &client_counters, &server_counters),
         frames_sent: [out.sent, 0],
         frames_dropped: [0, 0],
         pcap_frames: 0,
         verified,
+        notes,
         config: cfg.clone(),
     })
 }

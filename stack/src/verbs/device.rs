@@ -818,6 +818,46 @@ impl Device {
         self.reg_mr_keys(pd, MrMem::Owned(buf), iova, access, lkey, rkey)
     }
 
+    /// Register bytes `window` of `buf` as an MR at I/O virtual address
+    /// `iova` (byte `window.start` of `buf` is at `iova`); the bytes outside
+    /// the window are not part of the MR, so an access past either end of
+    /// the window is refused as out of range (IBTA 1.7 §9.7.4.1.5 C9-88:
+    /// the responder checks VA and length against the region). For callers
+    /// that align a region inside a larger allocation. `rkey`: the R_Key to
+    /// use (e.g. a random one), or `None` to let the device choose (then
+    /// lkey = rkey). [`Device::dereg_mr`] returns the whole `buf`.
+    ///
+    /// # Errors
+    /// `InvalidAttribute("window")` when the window is not inside `buf`;
+    /// `KeyInUse` when `rkey` is taken; otherwise as [`Device::reg_mr`].
+    pub fn reg_mr_window(
+        &mut self,
+        pd: u32,
+        buf: Vec<u8>,
+        window: std::ops::Range<usize>,
+        iova: u64,
+        access: AccessFlags,
+        rkey: Option<u32>,
+    ) -> Result<MrKeys, VerbsError> {
+        if window.start > window.end || window.end > buf.len() {
+            return Err(VerbsError::InvalidAttribute("window"));
+        }
+        let (lkey, rkey) = match rkey {
+            Some(r) if self.mrs.rkey_in_use(r) => return Err(VerbsError::KeyInUse),
+            Some(r) => (self.mrs.fresh_key(), r),
+            None => {
+                let k = self.mrs.fresh_key();
+                (k, k)
+            }
+        };
+        let mem = MrMem::Window {
+            start: window.start,
+            len: window.end - window.start,
+            buf,
+        };
+        self.reg_mr_keys(pd, mem, iova, access, lkey, rkey)
+    }
+
     fn reg_mr_keys(
         &mut self,
         pd: u32,
@@ -867,7 +907,7 @@ impl Device {
         self.mrs
             .remove(lkey)
             .map(|m| match m.buf {
-                MrMem::Owned(v) => v,
+                MrMem::Owned(v) | MrMem::Window { buf: v, .. } => v,
                 MrMem::Shared(_) | MrMem::External(_) => Vec::new(),
             })
             .ok_or(VerbsError::NotFound)

@@ -40,6 +40,18 @@ pub trait MrBuffer: Send + std::fmt::Debug {
 pub(crate) enum MrMem {
     /// Owned by the device while registered ([`crate::verbs::Device::reg_mr`]).
     Owned(Vec<u8>),
+    /// Bytes `start..start + len` of an owned buffer
+    /// ([`crate::verbs::Device::reg_mr_window`]): the rest of the buffer
+    /// (alignment padding) is not part of the MR and no access reaches it.
+    Window {
+        /// The whole buffer.
+        buf: Vec<u8>,
+        /// First byte of the MR in `buf`.
+        start: usize,
+        /// Length of the MR, bytes (`start + len <= buf.len()`, checked at
+        /// registration).
+        len: usize,
+    },
     /// Shared with the caller, read-only ([`crate::verbs::Device::reg_mr_shared`]).
     Shared(Arc<[u8]>),
     /// Lent by the caller ([`crate::verbs::Device::reg_mr_external`]).
@@ -50,6 +62,7 @@ impl MrMem {
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             MrMem::Owned(v) => v,
+            MrMem::Window { buf, start, len } => buf.get(*start..*start + *len).unwrap_or(&[]),
             MrMem::Shared(a) => a,
             MrMem::External(b) => b.as_slice(),
         }
@@ -59,6 +72,9 @@ impl MrMem {
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             MrMem::Owned(v) => v,
+            MrMem::Window { buf, start, len } => {
+                buf.get_mut(*start..*start + *len).unwrap_or(&mut [])
+            }
             MrMem::Shared(_) => &mut [],
             MrMem::External(b) => b.as_mut_slice(),
         }
@@ -92,7 +108,7 @@ impl Mr {
     pub fn shared(&self) -> Option<&Arc<[u8]>> {
         match &self.buf {
             MrMem::Shared(a) => Some(a),
-            MrMem::Owned(_) | MrMem::External(_) => None,
+            MrMem::Owned(_) | MrMem::Window { .. } | MrMem::External(_) => None,
         }
     }
     /// I/O virtual address of byte 0.

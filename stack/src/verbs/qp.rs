@@ -615,6 +615,32 @@ pub(crate) struct RequestHeader {
     pub bytes: [u8; 74],
 }
 
+impl QpInitAttr {
+    /// Upper bound of the heap and table memory, bytes, that a QP created
+    /// with these attributes holds on a [`crate::verbs::Device`], with
+    /// `max_dest_rd_atomic` responder resources: the QP itself and its
+    /// congestion-control state, the send ring (`max_send_wr` rounded up to
+    /// a power of two, each slot a WQE with its inline buffer), the receive
+    /// ring, the responder resources (rounded up to a power of two, as
+    /// rxe) and the response queue sized for them, and an allowance for the
+    /// two table entries. CQs and MRs are not included. Callers that take
+    /// queue sizes from a peer or a command line bound them with this
+    /// before creating anything.
+    pub fn footprint(&self, max_dest_rd_atomic: u8) -> u64 {
+        use crate::transport::rc::responder::{Resource, RespItem};
+        use std::mem::size_of;
+        let ring = |n: u32| u64::from(n.max(1)).next_power_of_two();
+        let sq = ring(self.cap.max_send_wr)
+            * (size_of::<SendWqe>() as u64 + u64::from(self.cap.max_inline_data));
+        let rq = ring(self.cap.max_recv_wr) * size_of::<RecvWqe>() as u64;
+        let res = u64::from(max_dest_rd_atomic.max(1)).next_power_of_two();
+        let resp =
+            res * size_of::<Resource>() as u64 + (2 * res + 4) * size_of::<RespItem>() as u64;
+        let fixed = size_of::<Qp>() + size_of::<crate::cc::QpCc>() + 2 * 64;
+        fixed as u64 + sq + rq + resp
+    }
+}
+
 impl Qp {
     pub(crate) fn new(qpn: u32, pd: u32, init: &QpInitAttr) -> Qp {
         let mut sq = Ring::<SendWqe>::new(init.cap.max_send_wr as usize);
