@@ -14,7 +14,7 @@
 
 use core::time::Duration;
 
-use super::packet::L2Info;
+use super::ethernet::L2Info;
 use super::{Error, ETHERTYPE_MAC_CONTROL, ETH_MIN_FRAME_LEN};
 
 /// Destination MAC of MAC control frames (802.1D reserved address).
