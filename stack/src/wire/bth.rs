@@ -197,8 +197,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 /// Errors: [`Error::BadTver`] (TVer not 0).
 #[inline(always)]
 pub fn check<T: AsRef<[u8]>>(b: &Packet<T>) -> Result<(), Error> {
-    //= IBTA 1.7 §9.2, as ROCEV2-DIGEST §2 states it
-    //# TVer (must be 0; rxe drops others)
+    //= IBTA 1.7 §9.2, as ROCEV2-DIGEST §2 states it (table row)
+    //# byte 1, bits 3:0: TVer (must be 0; rxe drops others)
     if b.tver() != 0 {
         return Err(Error::BadTver);
     }

@@ -124,7 +124,7 @@ pub fn verify(data: &[u8]) -> bool {
 /// to `new`, without summing the data again.
 pub fn update(hc: u16, old: u16, new: u16) -> u16 {
     //= RFC 1624 §3
-    //# HC' = ~(~HC + ~m + m')    -- [Eqn. 3]
+    //# HC' = ~(~HC + ~m + m') -- [Eqn. 3]
     let mut s = u32::from(!hc) + u32::from(!old) + u32::from(new);
     s = (s & 0xFFFF) + (s >> 16);
     s = (s & 0xFFFF) + (s >> 16);

@@ -138,7 +138,7 @@ pub struct GrhRepr {
 fn check_header<T: AsRef<[u8]>>(grh: &Packet<T>) -> Result<(), Error> {
     //= IBTA 1.7 §8.3, as ROCEV2-DIGEST §1 states it
     //# GRH (40 B, IPv6-shaped: IPVer 6, TClass, FlowLabel, PayLen, NxtHdr
-    //# 0x1B [K], HopLmt, SGID, DGID) directly followed by BTH
+    //# 0x1B, HopLmt, SGID, DGID) directly followed by BTH
     if grh.ip_ver() != 6 || grh.next_header() != NXTHDR_IBA {
         return Err(Error::GrhBadHeader);
     }

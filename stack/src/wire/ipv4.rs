@@ -257,7 +257,7 @@ pub(crate) fn check(l3: &[u8]) -> Result<(usize, usize), Error> {
     };
     let ip = Packet::new_unchecked(h);
     //= RFC 791 §3.1
-    //# The Version field indicates the format of the internet header.  This
+    //# The Version field indicates the format of the internet header. This
     //# document describes version 4.
     if ip.version() != 4 {
         return Err(Error::Ipv4BadVersion);

@@ -153,18 +153,18 @@ pub(crate) fn check(l3: &[u8]) -> Result<usize, Error> {
     };
     let ip = Packet::new_unchecked(h);
     //= RFC 8200 §3
-    //# Version              4-bit Internet Protocol version number = 6.
+    //# Version 4-bit Internet Protocol version number = 6.
     if ip.version() != 6 {
         return Err(Error::Ipv6BadVersion);
     }
     //= RFC 8200 §3
-    //# Next Header          8-bit selector.  Identifies the type of header
+    //# Next Header 8-bit selector. Identifies the type of header
     //# immediately following the IPv6 header.
     if ip.next_header() != PROTOCOL_UDP {
         return Err(Error::NotRoce);
     }
     //= RFC 8200 §3
-    //# Payload Length       16-bit unsigned integer.  Length of the IPv6
+    //# Payload Length 16-bit unsigned integer. Length of the IPv6
     //# payload, i.e., the rest of the packet following this IPv6 header, in
     //# octets.
     Ok(HEADER_LEN + usize::from(ip.payload_len()))

@@ -3,8 +3,8 @@
 //!
 //! One module per header, each with its checked view (`Packet<T:
 //! AsRef<[u8]>>`: `new_checked`, field getters, setters when the buffer is
-//! `AsMut`), its `Repr` (`parse`, `emit`) and the receive checks it
-//! justifies, with the spec line beside each check:
+//! `AsMut`), its `Repr` (`parse`, `emit`) and the receive checks of that
+//! header:
 //!
 //! | Layer | Modules |
 //! |---|---|
@@ -20,6 +20,11 @@
 //! [`frame::classify`] sorts any frame for tools. None allocates. Every
 //! malformed input gives an [`Error`], never a panic, and every `Error` names
 //! the drop counter it increments ([`Error::counter_name`]).
+//!
+//! Each check carries its source s2n-quic style: a `//=` line naming the
+//! spec and section, then `//#` lines quoting it. Where the spec text is not
+//! at hand here (IBTA, IEEE), the `//=` line says so and the quote is
+//! ROCEV2-DIGEST's statement of the rule (../shared/reference).
 
 pub mod aeth;
 pub mod arp;

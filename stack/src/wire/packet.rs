@@ -15,6 +15,8 @@
 //! are not followed); UDP destination port 4791 (any source port, 0 included:
 //! CASES R25 b), UDP length >= 8 and within the IP payload; BTH TVer 0; the
 //! opcode's extension headers and the ICRC present; PadCnt within the payload.
+//! Each header's checks live in its module ([`ipv4`], [`ipv6`], [`udp`],
+//! [`grh`], [`bth`]), with their spec citations; this module composes them.
 //! The UDP checksum is never checked: the ICRC protects the packet, and virtual
 //! devices deliver partial checksums (CASES R37 a, b).
 
@@ -370,6 +372,9 @@ impl<'a> RocePacket<'a> {
             return Err(Error::UnsupportedOpcode(bth.opcode().0));
         }
         let hdr_len = usize::from(info.hdr_len);
+        //= IBTA 1.7 §9.3 and Annex A17, as ROCEV2-DIGEST §1 states it
+        //# Eth(14) [+802.1Q(4)] | IPv4(20)/IPv6(40) | UDP(8) | BTH(12) | ext
+        //# hdrs | payload | pad(0-3) | ICRC(4) | FCS(4)
         let after_bth = tp.len() - bth::HEADER_LEN;
         let icrc_len = if truncated { 0 } else { ICRC_LEN };
         if after_bth < hdr_len + icrc_len {

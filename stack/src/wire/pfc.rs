@@ -240,16 +240,16 @@ impl MacControl {
             return Err(Error::NotRoce);
         }
         //= IEEE 802.3 Annex 31B / 802.1Qbb, as ROCEV2-DIGEST §7 states it
-        //# MAC Control frame [...]: DA **01:80:C2:00:00:01**, SA = port MAC,
-        //# EtherType **0x8808**
+        //# MAC Control frame [...]: DA 01:80:C2:00:00:01, SA = port MAC,
+        //# EtherType 0x8808
         // A frame to another address is not obeyed (CASES R33 e).
         if l2.dst != MAC_CONTROL_DST {
             return Err(Error::MacControlBadDst);
         }
         let body = frame.get(l2.header_len()..).unwrap_or(&[]);
         let p = Packet::new_checked(body)?;
-        //= IEEE 802.3 Annex 31B / 802.1Qbb, as ROCEV2-DIGEST §7 states it
-        //# | 0–1 | opcode 0x0001 | opcode 0x0101 |
+        //= IEEE 802.3 Annex 31B / 802.1Qbb, as ROCEV2-DIGEST §7 states it (table)
+        //# Offset after EtherType 0–1: PAUSE opcode 0x0001, PFC opcode 0x0101
         match p.opcode() {
             OPCODE_PAUSE => Ok(MacControl::Pause(PauseRepr::parse(&p))),
             OPCODE_PFC => Ok(MacControl::Pfc(PfcRepr::parse(&p))),

@@ -120,8 +120,8 @@ pub fn pseudo_header(src: IpAddr, dst: IpAddr, udp_len: u32) -> Checksum {
 /// A computed checksum as it goes on the wire.
 pub fn transmitted(c: u16) -> u16 {
     //= RFC 768
-    //# If the computed  checksum  is zero,  it is transmitted  as all ones
-    //# (the equivalent  in one's complement  arithmetic).
+    //# If the computed checksum is zero, it is transmitted as all ones
+    //# (the equivalent in one's complement arithmetic).
     if c == 0 {
         0xFFFF
     } else {
@@ -144,15 +144,15 @@ pub(crate) fn check(l3: &[u8], off: usize, ip_end: usize) -> Result<usize, Error
         None => return Err(Error::UdpTruncated),
     };
     let udp = Packet::new_unchecked(hdr);
-    //= RoCEv2 Annex A17.2, as ROCEV2-DIGEST §1 states it
-    //# UDP | dst port | **4791**
+    //= RoCEv2 Annex A17.2, as ROCEV2-DIGEST §1 states it (table row)
+    //# UDP, dst port: 4791
     // Any source port, 0 included (CASES R25 b).
     if udp.dst_port() != ROCEV2_UDP_PORT {
         return Err(Error::NotRoce);
     }
     //= RFC 768
-    //# Length  is the length  in octets  of this user datagram  including
-    //# this header  and the data.   (This  means  the minimum value of the
+    //# Length is the length in octets of this user datagram including
+    //# this header and the data. (This means the minimum value of the
     //# length is eight.)
     let len = usize::from(udp.len());
     if len < HEADER_LEN || off + len > ip_end {
@@ -212,8 +212,8 @@ impl UdpChecksum {
             //# optional.
             UdpChecksum::Default if ipv6 => UdpChecksum::Compute,
             //= RFC 768
-            //# An all zero  transmitted checksum  value means that the
-            //# transmitter  generated  no checksum
+            //# An all zero transmitted checksum value means that the
+            //# transmitter generated no checksum
             UdpChecksum::Default => UdpChecksum::Zero,
             p => p,
         }
