@@ -26,6 +26,7 @@ pub mod counters;
 pub mod icrc;
 pub mod neigh;
 pub mod pfc;
+pub mod resources;
 pub mod testing;
 pub mod time;
 pub mod transport;

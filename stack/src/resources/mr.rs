@@ -12,7 +12,7 @@
 //! of SEND and RDMA WRITE payloads and of RDMA READ responses, never a
 //! destination.
 
-use super::keymap::KeyMap;
+use crate::resources::keymap::KeyMap;
 use std::ops::Range;
 use std::sync::Arc;
 

@@ -1,345 +1,18 @@
-//! Queue pairs: attributes, the IBTA state machine (IBTA 1.7 §10.3, Figure 124;
-//! the kernel's `qp_state_table`), send and receive queues. The transport
-//! engines that drive a QP live in `crate::transport`.
+//! Queue pairs: the send and receive queues and the state of the engines
+//! that drive them ([`crate::transport::rc`], UC, UD). The attributes live in
+//! [`crate::resources::attr`], the IBTA state machine in [`crate::verbs::qp`].
 
-use super::types::{AccessFlags, Mtu, QpAttrMask, QpState, QpType, WcStatus};
-use super::wr::{RecvWr, SendFlags, SendWr, Sge, UdDest, WrOpcode, MAX_SGE};
+use crate::cc::{CcConfig, QpCc};
+use crate::resources::attr::{QpAttr, QpCap, QpInfo, QpInitAttr, VerbsError};
+use crate::resources::headers::HeaderCache;
+use crate::resources::timers::{QpTimers, TimerKind, TimerTable};
+use crate::resources::types::{QpState, QpType, WcStatus};
+use crate::resources::wr::{RecvWr, SendFlags, SendWr, Sge, UdDest, WrOpcode, MAX_SGE};
 use crate::time::Instant;
-use crate::transport::av::AddressVector;
 use crate::transport::psn::Psn;
+use crate::transport::rc::completer::CompState;
+use crate::transport::rc::requester::ReqState;
 use crate::transport::rc::responder::RespState;
-
-/// A snapshot of a QP's transport state (`ibv_query_qp` plus what `rdma res
-/// show qp` prints for rxe), from [`Qp::info`] or
-/// [`crate::verbs::Device::query_qp`]. PSNs and MSNs are 24-bit values.
-///
-/// As rxe's `rxe_qp_to_attr`, the PSNs are the live ones, not the
-/// attributes last given to `modify_qp`: `sq_psn` is the next PSN the
-/// requester sends (rxe `qp->req.psn`, `rdma res show qp` `sq-psn`),
-/// `rq_psn` the responder's expected PSN (rxe `qp->resp.psn`, `rq-psn`).
-/// Its [`Display`](core::fmt::Display) prints them in `rdma res show qp`
-/// style.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct QpInfo {
-    /// Local QPN (`lqpn`).
-    pub qpn: u32,
-    /// Remote QPN (`rqpn`; 0 for UD).
-    pub dest_qp_num: u32,
-    /// Transport service.
-    pub qp_type: QpType,
-    /// State.
-    pub state: QpState,
-    /// Path MTU in effect, bytes.
-    pub pmtu: u32,
-    /// Requester: next PSN to send (`sq-psn`).
-    pub sq_psn: u32,
-    /// Responder: expected PSN, ePSN (`rq-psn`).
-    pub rq_psn: u32,
-    /// Responder: messages completed, the MSN its AETHs carry (starts at 0;
-    /// ROCEV2-DIGEST §5 "MSN").
-    pub msn: u32,
-    /// Requester: the last PSN acknowledged (the oldest unacknowledged PSN
-    /// minus one; `sq_psn - 1` when nothing is outstanding).
-    pub last_acked_psn: u32,
-    /// Requester: PSNs sent and not yet acknowledged.
-    pub unacked_psns: u32,
-    /// Requester: the MSN of the last response that carried an AETH (0
-    /// before any).
-    pub peer_msn: u32,
-    /// Requester: messages started (the SSN of the last one).
-    pub ssn: u32,
-    /// Send WQEs posted and not completed.
-    pub sq_outstanding: u64,
-    /// Receive WQEs posted and not consumed.
-    pub rq_outstanding: u64,
-    /// Retries left after ACK timeouts and sequence NAKs.
-    pub retry_cnt_left: u8,
-    /// RNR retries left (7: infinite).
-    pub rnr_retry_left: u8,
-}
-
-impl core::fmt::Display for QpInfo {
-    /// `lqpn 17 rqpn 18 type RC state RTS rq-psn 256 sq-psn 512 msn 0
-    /// last-acked-psn 511 path-mtu 1024`.
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let t = match self.qp_type {
-            QpType::Rc => "RC",
-            QpType::Uc => "UC",
-            QpType::Ud => "UD",
-        };
-        let st = match self.state {
-            QpState::Reset => "RESET",
-            QpState::Init => "INIT",
-            QpState::Rtr => "RTR",
-            QpState::Rts => "RTS",
-            QpState::Sqd => "SQD",
-            QpState::Sqe => "SQE",
-            QpState::Err => "ERR",
-        };
-        write!(
-            f,
-            "lqpn {} rqpn {} type {t} state {st} rq-psn {} sq-psn {} msn {} \
-             last-acked-psn {} path-mtu {}",
-            self.qpn,
-            self.dest_qp_num,
-            self.rq_psn,
-            self.sq_psn,
-            self.msn,
-            self.last_acked_psn,
-            self.pmtu
-        )
-    }
-}
-
-/// Queue capacities requested at creation (`struct ibv_qp_cap`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct QpCap {
-    /// Send queue depth.
-    pub max_send_wr: u32,
-    /// Receive queue depth.
-    pub max_recv_wr: u32,
-    /// SGEs per send WR (at most [`MAX_SGE`]).
-    pub max_send_sge: u32,
-    /// SGEs per receive WR (at most [`MAX_SGE`]).
-    pub max_recv_sge: u32,
-    /// Inline bytes per send WR (at most [`super::wr::MAX_INLINE`]).
-    pub max_inline_data: u32,
-}
-
-impl Default for QpCap {
-    fn default() -> Self {
-        QpCap {
-            max_send_wr: 128,
-            max_recv_wr: 128,
-            max_send_sge: 4,
-            max_recv_sge: 4,
-            max_inline_data: 64,
-        }
-    }
-}
-
-/// `struct ibv_qp_init_attr`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct QpInitAttr {
-    /// Transport service.
-    pub qp_type: QpType,
-    /// CQ for send completions.
-    pub send_cq: u32,
-    /// CQ for receive completions.
-    pub recv_cq: u32,
-    /// Capacities.
-    pub cap: QpCap,
-    /// Every send WR is signaled.
-    pub sq_sig_all: bool,
-}
-
-/// `struct ibv_qp_attr`: the attributes `modify_qp` sets according to its mask.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct QpAttr {
-    /// Target state (`STATE`).
-    pub qp_state: QpState,
-    /// Remote access rights (`ACCESS_FLAGS`).
-    pub qp_access_flags: AccessFlags,
-    /// P_Key index (`PKEY_INDEX`).
-    pub pkey_index: u16,
-    /// Port (`PORT`).
-    pub port_num: u8,
-    /// Q_Key (`QKEY`, UD).
-    pub qkey: u32,
-    /// Primary path (`AV`).
-    pub ah_attr: AddressVector,
-    /// Path MTU (`PATH_MTU`); clamped to the device's active MTU.
-    pub path_mtu: Mtu,
-    /// Local ACK timeout code (`TIMEOUT`): 4.096 µs × 2^timeout, 0 = no timer.
-    pub timeout: u8,
-    /// Retries on timeout or sequence NAK (`RETRY_CNT`), 0..=7.
-    pub retry_cnt: u8,
-    /// Retries on RNR NAK (`RNR_RETRY`), 0..=7; 7 = infinite.
-    pub rnr_retry: u8,
-    /// Expected PSN of the first inbound request (`RQ_PSN`).
-    pub rq_psn: u32,
-    /// PSN of the first outbound request (`SQ_PSN`).
-    pub sq_psn: u32,
-    /// Outstanding READ/ATOMIC as initiator (`MAX_QP_RD_ATOMIC`).
-    pub max_rd_atomic: u8,
-    /// Responder resources (`MAX_DEST_RD_ATOMIC`).
-    pub max_dest_rd_atomic: u8,
-    /// RNR NAK timer code this QP sends (`MIN_RNR_TIMER`).
-    pub min_rnr_timer: u8,
-    /// Remote QPN (`DEST_QPN`).
-    pub dest_qp_num: u32,
-}
-
-impl Default for QpAttr {
-    fn default() -> Self {
-        QpAttr {
-            qp_state: QpState::Reset,
-            qp_access_flags: AccessFlags::empty(),
-            pkey_index: 0,
-            port_num: 1,
-            qkey: 0,
-            ah_attr: AddressVector::default(),
-            path_mtu: Mtu::Mtu1024,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            rq_psn: 0,
-            sq_psn: 0,
-            max_rd_atomic: 1,
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: 12,
-            dest_qp_num: 0,
-        }
-    }
-}
-
-/// Why a verbs call failed (the errno an ibverbs provider would return).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum VerbsError {
-    /// No such object (`ENOENT`/`EINVAL`).
-    NotFound,
-    /// The transition is not in the state table (`EINVAL`).
-    IllegalTransition {
-        /// Current state.
-        from: QpState,
-        /// Requested state.
-        to: QpState,
-    },
-    /// A required attribute is missing from the mask (`EINVAL`).
-    MissingAttributes(QpAttrMask),
-    /// An attribute not allowed in this transition is in the mask (`EINVAL`).
-    ExtraAttributes(QpAttrMask),
-    /// An attribute value is out of range (`EINVAL`).
-    InvalidAttribute(&'static str),
-    /// A queue is full (`ENOMEM`).
-    QueueFull,
-    /// The QP is in a state that does not accept this call (`EINVAL`).
-    BadState(QpState),
-    /// Too many SGEs or too much inline data (`EINVAL`).
-    TooLarge,
-    /// The operation is not valid on this QP type (`EINVAL`).
-    BadOpcode,
-    /// An object is still in use (`EBUSY`).
-    Busy,
-    /// The rkey asked for is already registered (`EEXIST`).
-    KeyInUse,
-}
-
-impl core::fmt::Display for VerbsError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-
-impl std::error::Error for VerbsError {}
-
-/// Legal state moves (kernel `qp_state_table`): returns (required, optional)
-/// attribute masks for `qp_type`, or `None` if the move is illegal.
-pub fn transition_masks(
-    qp_type: QpType,
-    from: QpState,
-    to: QpState,
-) -> Option<(QpAttrMask, QpAttrMask)> {
-    use QpAttrMask as M;
-    use QpState::*;
-    let none = M::empty();
-    let conn = qp_type != QpType::Ud;
-    let rc = qp_type == QpType::Rc;
-    let qkey_ud = if conn { none } else { M::QKEY };
-    match (from, to) {
-        // Every state may go to RESET; every state but RESET may go to ERR.
-        (_, Reset) => Some((none, none)),
-        (Reset, Err) => None,
-        (_, Err) => Some((none, none)),
-        (Reset, Init) => Some((
-            M::PKEY_INDEX | M::PORT | if conn { M::ACCESS_FLAGS } else { M::QKEY },
-            none,
-        )),
-        (Init, Init) => Some((
-            none,
-            M::PKEY_INDEX | M::PORT | if conn { M::ACCESS_FLAGS } else { M::QKEY },
-        )),
-        (Init, Rtr) => {
-            let req = if rc {
-                M::AV
-                    | M::PATH_MTU
-                    | M::DEST_QPN
-                    | M::RQ_PSN
-                    | M::MAX_DEST_RD_ATOMIC
-                    | M::MIN_RNR_TIMER
-            } else if conn {
-                M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN
-            } else {
-                none
-            };
-            let opt = if conn {
-                M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX
-            } else {
-                M::PKEY_INDEX | M::QKEY
-            };
-            Some((req, opt))
-        }
-        (Rtr, Rts) => {
-            let req = if rc {
-                M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC
-            } else {
-                M::SQ_PSN
-            };
-            let opt = M::CUR_STATE
-                | M::RATE_LIMIT
-                | if conn {
-                    M::ALT_PATH
-                        | M::ACCESS_FLAGS
-                        | M::PATH_MIG_STATE
-                        | if rc { M::MIN_RNR_TIMER } else { none }
-                } else {
-                    M::QKEY
-                };
-            Some((req, opt))
-        }
-        (Rts, Rts) | (Sqd, Rts) => Some((
-            none,
-            M::CUR_STATE
-                | M::RATE_LIMIT
-                | qkey_ud
-                | if conn {
-                    M::ACCESS_FLAGS
-                        | M::ALT_PATH
-                        | M::PATH_MIG_STATE
-                        | if rc { M::MIN_RNR_TIMER } else { none }
-                } else {
-                    none
-                },
-        )),
-        (Rts, Sqd) => Some((none, M::EN_SQD_ASYNC_NOTIFY)),
-        (Sqd, Sqd) => Some((
-            none,
-            M::PKEY_INDEX
-                | qkey_ud
-                | if conn {
-                    M::AV | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE
-                } else {
-                    none
-                }
-                | if rc {
-                    M::PORT
-                        | M::TIMEOUT
-                        | M::RETRY_CNT
-                        | M::RNR_RETRY
-                        | M::MAX_QP_RD_ATOMIC
-                        | M::MAX_DEST_RD_ATOMIC
-                        | M::MIN_RNR_TIMER
-                } else {
-                    none
-                },
-        )),
-        (Sqe, Rts) => Some((
-            none,
-            M::CUR_STATE | if conn { M::ACCESS_FLAGS } else { M::QKEY },
-        )),
-        _ => None,
-    }
-}
 
 /// A send queue entry: the work request plus the requester's bookkeeping.
 #[derive(Debug, Clone)]
@@ -503,47 +176,6 @@ impl<T: Default + Clone> Ring<T> {
     }
 }
 
-/// Requester progress (rxe `qp->req`).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ReqState {
-    /// Next PSN to send.
-    pub psn: Psn,
-    /// Absolute index of the WQE being sent.
-    pub wqe: u64,
-    /// Bytes of that WQE already sent.
-    pub offset: u32,
-    /// Packets sent since the last AckReq.
-    pub noack_pkts: u32,
-    /// Messages (WQEs) started so far, modulo 2^24: the send sequence
-    /// number of the last WQE whose first packet left (the first WQE has
-    /// SSN 1; the responder's MSN, which starts at 0, can never be larger).
-    pub ssn: u32,
-}
-
-/// Completer progress (rxe `qp->comp`).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CompState {
-    /// Oldest PSN not yet acknowledged.
-    pub psn: Psn,
-    /// Retries left after timeouts and sequence NAKs.
-    pub retry_cnt: u8,
-    /// RNR retries left (7 = infinite).
-    pub rnr_retry: u8,
-    /// Local ACK timer deadline.
-    pub ack_deadline: Option<Instant>,
-    /// End of the RNR wait.
-    pub rnr_deadline: Option<Instant>,
-    /// `psn` when the last go-back-N started: a sequence NAK or implied NAK
-    /// for the same oldest PSN starts no second go-back (the stale packets of
-    /// the first attempt would otherwise each start one); the ACK timer
-    /// still retries.
-    pub retry_from: Option<Psn>,
-    /// The AETH MSN of the last response that carried one, and that
-    /// response's PSN (`None` before the first).
-    pub msn: u32,
-    pub msn_psn: Option<Psn>,
-}
-
 /// A queue pair.
 #[derive(Debug)]
 pub struct Qp {
@@ -571,52 +203,16 @@ pub struct Qp {
     pub(crate) drain_until: u64,
     /// In SQD: the `SqDrained` event is still to be raised.
     pub(crate) sqd_event_pending: bool,
-    /// The Ethernet/IP/UDP headers last built for this QP's packets and the
-    /// address vector and UDP source port they were built from
-    /// ([`crate::verbs::device::Ctx::headers_cached`]).
-    pub(crate) hdr_cache: Option<HeaderCache>,
-    /// Header bytes of the requester's last packet, and of the responder's
-    /// ([`crate::wire::PacketRepr::emit_headers_cached`]).
-    pub(crate) req_tmpl: crate::wire::HeaderTemplate,
-    pub(crate) resp_tmpl: crate::wire::HeaderTemplate,
-}
-
-/// Headers of a QP's packets, reused while the address vector and UDP
-/// source port stay the same (the device's GIDs and DSCP/ECN/PCP settings
-/// are fixed at creation). The IPv4 identification is filled per packet.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct HeaderCache {
-    pub av: crate::transport::av::AddressVector,
-    pub sport: u16,
-    pub eth: crate::wire::EthRepr,
-    pub net: crate::wire::NetRepr,
-    pub udp: crate::wire::UdpRepr,
-    /// The requester's last full header built from these (see
-    /// [`RequestHeader`]); it goes with the cache.
-    pub req: Option<RequestHeader>,
-}
-
-/// The whole header (Ethernet through RETH) of a request packet that the
-/// full builder wrote, kept so that the next packets of the same shape (same
-/// opcode, payload length and SE bit; RoCEv2 over IPv4 with a zero UDP
-/// checksum; no extension header but a RETH) are written by copying it and
-/// patching the fields that change per packet: the IPv4 identification and
-/// header checksum, AckReq, the PSN and the RETH (`rc::requester`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RequestHeader {
-    pub opcode: u8,
-    pub len: u32,
-    pub solicited: bool,
-    /// Offset of the IPv4 header (14, or 18 with an 802.1Q tag).
-    pub l3: u8,
-    /// Header bytes in use: where the payload starts.
-    pub hdr_len: u8,
-    /// Up to 18 + 20 + 8 + 12 + 16 bytes.
-    pub bytes: [u8; 74],
+    /// The headers of this QP's packets ([`crate::resources::headers`]).
+    pub(crate) hdrs: HeaderCache,
+    /// This QP's timers (ACK, RNR, reaction point, pacer), indexed by kind.
+    pub(crate) timers: QpTimers,
+    /// Congestion control: the DCQCN reaction point and the pacer.
+    pub(crate) cc: QpCc,
 }
 
 impl Qp {
-    pub(crate) fn new(qpn: u32, pd: u32, init: &QpInitAttr) -> Qp {
+    pub(crate) fn new(qpn: u32, pd: u32, init: &QpInitAttr, cc: &CcConfig) -> Qp {
         let mut sq = Ring::<SendWqe>::new(init.cap.max_send_wr as usize);
         // Inline buffers are allocated once here, never on post.
         for s in sq.slots.iter_mut() {
@@ -642,9 +238,9 @@ impl Qp {
             active: false,
             drain_until: 0,
             sqd_event_pending: false,
-            hdr_cache: None,
-            req_tmpl: Default::default(),
-            resp_tmpl: Default::default(),
+            hdrs: HeaderCache::default(),
+            timers: QpTimers::default(),
+            cc: QpCc::new(cc),
         }
     }
 
@@ -706,8 +302,20 @@ impl Qp {
         self.comp = CompState::default();
         self.resp = RespState::new(1);
         self.attr = QpAttr::default();
-        self.hdr_cache = None;
+        self.hdrs.clear();
         self.sqd_event_pending = false;
+    }
+
+    /// Arm (`Some`), move or cancel (`None`) this QP's timer `kind` in the
+    /// device's table.
+    #[inline]
+    pub(crate) fn set_timer(
+        &mut self,
+        timers: &mut TimerTable,
+        kind: TimerKind,
+        at: Option<Instant>,
+    ) {
+        timers.set(self.qpn, &mut self.timers, kind, at);
     }
 
     /// Validate and copy a send WR into the send queue.

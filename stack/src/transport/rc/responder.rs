@@ -96,16 +96,17 @@
 
 use std::collections::VecDeque;
 
+use crate::resources::headers::Dir;
+use crate::resources::inner::DeviceInner;
+use crate::resources::mr::AccessError;
+use crate::resources::types::{AccessFlags, QpType, WcStatus};
+use crate::resources::wr::{WcFlags, WcOpcode};
 use crate::transport::psn::Psn;
+use crate::transport::qp::Qp;
 use crate::transport::{copy_payload, enter_error, recv_wc, scatter};
-use crate::verbs::device::Ctx;
-use crate::verbs::mr::AccessError;
-use crate::verbs::qp::Qp;
-use crate::verbs::types::{AccessFlags, QpType, WcStatus};
-use crate::verbs::wr::{WcFlags, WcOpcode};
 use crate::wire::ext::{AethRepr, AethSyndrome, AtomicAckEthRepr, NakCode, RethRepr};
 use crate::wire::opcode::{OpKind, Position};
-use crate::wire::{BthRepr, ExtHeaders, Opcode, PacketRepr, RocePacket};
+use crate::wire::{BthRepr, ExtHeaders, Opcode, RocePacket};
 
 /// A READ or ATOMIC kept for duplicate handling (responder resources,
 /// `max_dest_rd_atomic`).
@@ -273,7 +274,7 @@ fn nak(code: NakCode) -> u8 {
 /// progress; rxe completes `resp.wqe` with the error status), QP to ERR.
 fn fatal(
     qp: &mut Qp,
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     psn: Psn,
     code: NakCode,
     status: WcStatus,
@@ -300,7 +301,7 @@ fn fatal(
     true
 }
 
-fn drop_uc_message(qp: &mut Qp, ctx: &mut Ctx<'_>) {
+fn drop_uc_message(qp: &mut Qp, ctx: &mut DeviceInner) {
     ctx.counters.uc_dropped += 1;
     qp.resp.in_msg = None;
     qp.resp.recv_offset = 0;
@@ -310,7 +311,7 @@ fn drop_uc_message(qp: &mut Qp, ctx: &mut Ctx<'_>) {
 /// R_Key, range and rights of a RETH (IBTA 1.7 §9.7.4.1.5); a zero-length
 /// READ/WRITE needs none (C9-88).
 fn check_reth(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     pd: u32,
     reth: &RethRepr,
     need: AccessFlags,
@@ -332,7 +333,7 @@ fn access_code(e: AccessError) -> NakCode {
 /// queued.
 pub(crate) fn handle_request(
     qp: &mut Qp,
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     _now: crate::time::Instant,
     pkt: &RocePacket<'_>,
 ) -> bool {
@@ -683,7 +684,7 @@ pub(crate) fn handle_request(
     false
 }
 
-fn rnr(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
+fn rnr(qp: &mut Qp, ctx: &mut DeviceInner, psn: Psn) -> bool {
     if qp.qp_type == QpType::Uc {
         ctx.counters.rx_no_rwqe += 1;
         drop_uc_message(qp, ctx);
@@ -702,7 +703,7 @@ fn rnr(qp: &mut Qp, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
     true
 }
 
-fn duplicate(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>, psn: Psn) -> bool {
+fn duplicate(qp: &mut Qp, ctx: &mut DeviceInner, pkt: &RocePacket<'_>, psn: Psn) -> bool {
     let info = pkt.bth().opcode.info();
     match info.kind {
         OpKind::Send | OpKind::Write => {
@@ -800,7 +801,7 @@ pub(crate) fn next_is_ack(qp: &Qp) -> bool {
     )
 }
 
-pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
+pub(crate) fn produce(qp: &mut Qp, ctx: &mut DeviceInner, buf: &mut [u8]) -> Option<usize> {
     let item = *qp.resp.queue.front()?;
     let pmtu = qp.pmtu;
     let mut ext = ExtHeaders::default();
@@ -839,17 +840,18 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
     };
     let bth = BthRepr::new(opcode, qp.attr.dest_qp_num, psn.value());
     let sport = qp.udp_sport;
-    let (eth, net, udp) = ctx.headers_cached(qp, sport)?;
-    let repr = PacketRepr {
-        eth,
-        net,
-        udp,
+    let av = qp.attr.ah_attr;
+    let (off, repr) = qp.hdrs.emit(
+        Dir::Resp,
+        &ctx.cfg,
+        &mut ctx.ident,
+        &av,
+        sport,
         bth,
         ext,
-    };
-    let off = repr
-        .emit_headers_cached(buf, payload_len as usize, &mut qp.resp_tmpl)
-        .ok()?;
+        payload_len as usize,
+        buf,
+    )?;
     // Zero-copy (`Device::poll_transmit_gather`): a READ response from a
     // shared MR is sent by reference, not copied.
     let mut zc = None;
