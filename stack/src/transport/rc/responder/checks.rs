@@ -11,7 +11,7 @@ use crate::transport::qp::Qp;
 use crate::wire::ext::{NakCode, RethRepr};
 use crate::wire::opcode::{OpKind, Position};
 
-/// 1. PSN (rxe `check_psn`).
+/// Step 1: PSN (rxe `check_psn`).
 #[inline(always)]
 pub(super) fn check_psn(qp: &mut Qp, ctx: &mut DeviceInner, r: &mut Req<'_, '_>) -> Next {
     let d = r.psn.diff(qp.resp.epsn);
@@ -64,7 +64,7 @@ pub(super) fn check_psn(qp: &mut Qp, ctx: &mut DeviceInner, r: &mut Req<'_, '_>)
     Next::Continue
 }
 
-/// 2. Opcode sequence (rxe `check_op_seq`): after FIRST/MIDDLE only
+/// Step 2: Opcode sequence (rxe `check_op_seq`): after FIRST/MIDDLE only
 /// MIDDLE/LAST of the same kind; MIDDLE/LAST need a FIRST.
 #[inline(always)]
 pub(super) fn check_op_seq(qp: &mut Qp, _ctx: &mut DeviceInner, r: &mut Req<'_, '_>) -> Next {
@@ -84,7 +84,7 @@ pub(super) fn check_op_seq(qp: &mut Qp, _ctx: &mut DeviceInner, r: &mut Req<'_, 
     }
 }
 
-/// 3. QP access rights (rxe `check_op_valid`).
+/// Step 3: QP access rights (rxe `check_op_valid`).
 #[inline(always)]
 pub(super) fn check_op_valid(qp: &mut Qp, _ctx: &mut DeviceInner, r: &mut Req<'_, '_>) -> Next {
     let need = match r.info.kind {
@@ -103,7 +103,7 @@ pub(super) fn check_op_valid(qp: &mut Qp, _ctx: &mut DeviceInner, r: &mut Req<'_
     Next::Continue
 }
 
-/// 4. Resources (rxe `check_resource`): a SEND (FIRST/ONLY takes the head
+/// Step 4: Resources (rxe `check_resource`): a SEND (FIRST/ONLY takes the head
 /// receive WQE, MIDDLE/LAST keep using it) or a WRITE with immediate needs a
 /// receive WQE, else an RNR NAK and no state change; a READ or ATOMIC needs
 /// responder resources (`max_dest_rd_atomic` > 0), else NAK invalid
@@ -124,7 +124,7 @@ pub(super) fn check_resource(qp: &mut Qp, _ctx: &mut DeviceInner, r: &mut Req<'_
     Next::Continue
 }
 
-/// 5. Length (rxe `check_length`; BTH PadCnt, IBTA 1.7 §9.2): the payload
+/// Step 5: Length (rxe `check_length`; BTH PadCnt, IBTA 1.7 §9.2): the payload
 /// and its pad bytes fill whole 4-byte words; FIRST/MIDDLE carry exactly
 /// PMTU bytes and no pad, LAST 1..=PMTU, ONLY 0..=PMTU; a RETH DMA length
 /// is at most 2^31.
@@ -180,7 +180,7 @@ fn check_reth(
         .map(|_| ())
 }
 
-/// 6. R_Key, range and rights (rxe `check_rkey`; IBTA 1.7 §9.7.4.1.5;
+/// Step 6: R_Key, range and rights (rxe `check_rkey`; IBTA 1.7 §9.7.4.1.5;
 /// zero-length READ/WRITE need none, C9-88); a WRITE's packets must add up
 /// to its RETH length (rxe checks this here too). The atomic's alignment is
 /// checked once its R_Key passed (rxe `atomic_reply`: misaligned → NAK

@@ -11,7 +11,7 @@ use crate::transport::{copy_payload, recv_wc, scatter};
 use crate::wire::opcode::{OpKind, Position};
 use crate::wire::{Opcode, RocePacket};
 
-/// 7. Execute a request that passed every check.
+/// Step 7: Execute a request that passed every check.
 #[inline(always)]
 pub(super) fn execute(qp: &mut Qp, ctx: &mut DeviceInner, r: &mut Req<'_, '_>) -> Next {
     let next = match r.info.kind {
