@@ -36,14 +36,11 @@ pub struct DeviceConfig {
     /// payload is one contiguous range of a shared MR
     /// ([`crate::verbs::Device::reg_mr_shared`]) and at least this many bytes long is
     /// described by reference ([`crate::backend::TxFrame::Gather`]) instead of being copied
-    /// into the frame buffer; 0 = never. Default 2048 bytes, from the
-    /// dpdk-glue figures (2026-11-29, 2-core guest): building and freeing an
-    /// extbuf chain costs ~250 ns whatever the size, copying 1024 bytes
-    /// ~100 ns (cache-hot) to ~430 ns (cold), 2048 bytes ~115 to ~780 ns;
-    /// end to end over memif, 64 KiB WRITEs at PMTU 1024 sent by reference
-    /// ran at 0.88-0.97x the copying goodput. So 1024-byte packets copy,
-    /// and from 2048 bytes (cold payloads, the usual case for large
-    /// messages) the reference wins.
+    /// into the frame buffer; 0 = never. Default 2048 bytes: attaching a
+    /// payload by reference has a fixed cost whatever its size, copying one
+    /// grows with it, and the two cross between 1024 and 2048 bytes for
+    /// cold payloads (the usual case for large messages); the measurements
+    /// are in the README (Benchmarks, "Zero-copy threshold").
     pub zero_copy_min_bytes: usize,
     /// Accept RoCE frames whatever their destination MAC (default `false`:
     /// only frames to [`DeviceConfig::mac`] are taken, the others count

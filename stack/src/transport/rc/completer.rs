@@ -103,6 +103,9 @@ fn ack_up_to(qp: &mut Qp, ctx: &mut DeviceInner, p: Psn) -> AckResult {
         if !w.started || p.before(w.first_psn) {
             break;
         }
+        //= IBTA 1.7 §9.7.5.1
+        //# an acknowledgement that covers an unanswered RDMA READ or ATOMIC
+        //# is an implied NAK: the requester retries the READ or ATOMIC.
         if w.opcode.is_rd_atomic() {
             result = AckResult::ImpliedNak;
             break;
@@ -173,6 +176,10 @@ fn fast_retry(qp: &mut Qp, ctx: &mut DeviceInner, implied: bool) -> bool {
 
 /// Retry after a timeout, a sequence NAK or an implied NAK.
 fn retry(qp: &mut Qp, ctx: &mut DeviceInner) -> bool {
+    //= IBTA 1.7 §9.7.6.1.3
+    //# retry_cnt bounds the retries after timeouts and sequence NAKs;
+    //# exhausted, the WQE completes with a retry-exceeded error.
+    // 7 is a count here, not "infinite" (stack/COMPLIANCE.md).
     if qp.comp.retry_cnt == 0 {
         ctx.counters.retry_exceeded_err += 1;
         fail_head(qp, ctx, WcStatus::RetryExcErr);
@@ -230,6 +237,9 @@ pub(crate) fn handle_response(
         return false;
     }
     let p = Psn::new(pkt.bth().psn);
+    //= IBTA 1.7 §9.7.5.1
+    //# a response is valid only for a PSN outstanding at the requester:
+    //# sent and not yet acknowledged.
     // A response must be for a PSN we sent ...
     if p.at_or_after(qp.req.psn) {
         ctx.counters.resp_unexpected += 1;
@@ -258,6 +268,9 @@ pub(crate) fn handle_response(
                 return false;
             };
             match aeth.kind() {
+                //= IBTA 1.7 §9.7.5.1
+                //# ACKs are cumulative: an ACK for PSN P acknowledges every
+                //# request up to and including P.
                 AethSyndrome::Ack { .. } => {
                     let before = qp.comp.psn;
                     match ack_up_to(qp, ctx, p) {
@@ -277,6 +290,9 @@ pub(crate) fn handle_response(
                         AckResult::ImpliedNak => fast_retry(qp, ctx, true),
                     }
                 }
+                //= IBTA 1.7 §9.7.5.2.8
+                //# RNR NAK: wait the coded time, then resend from the NAKed
+                //# PSN; rnr_retry 7 retries without limit.
                 AethSyndrome::RnrNak { timer } => {
                     ctx.counters.rcvd_rnr_err += 1;
                     if qp.timers.is_armed(TimerKind::Rnr) {
@@ -309,6 +325,9 @@ pub(crate) fn handle_response(
                     );
                     true
                 }
+                //= IBTA 1.7 §9.7.5.2.2
+                //# sequence error NAK: the responder expects the NAK's PSN;
+                //# resend from it (go back N).
                 AethSyndrome::Nak(NakCode::PsnSeqErr) => {
                     ctx.counters.packet_seq_err += 1;
                     let before = qp.comp.psn;
@@ -335,6 +354,10 @@ pub(crate) fn handle_response(
                         // and must be resolved first (rxe retries it too).
                         return fast_retry(qp, ctx, true);
                     }
+                    //= IBTA 1.7 §9.7.5.2.2
+                    //# NAK codes invalid request, remote access error and
+                    //# remote operational error are fatal: the WQE completes
+                    //# in error and the QP enters the error state.
                     // rxe's mapping (ROCEV2-DIGEST §5): 0x61 → REM_INV_REQ_ERR,
                     // 0x62 → REM_ACCESS_ERR, 0x63 and anything else → REM_OP_ERR.
                     let status = match code {
@@ -457,9 +480,10 @@ fn read_response(
         Position::Only | Position::Last => at_last,
         Position::First | Position::Middle => !at_last,
     };
-    // FIRST/MIDDLE carry exactly PMTU bytes, and payload + pad is a whole
-    // number of 4-byte words (BTH PadCnt, IBTA 1.7 §9.2), so FIRST/MIDDLE
-    // have PadCnt 0.
+    //= IBTA 1.7 §9.2
+    //# PadCnt: the pad bytes that make the payload a whole number of 4-byte
+    //# words; FIRST and MIDDLE packets carry exactly PMTU bytes.
+    // So FIRST/MIDDLE have PadCnt 0.
     let words = (pkt.payload().len() + usize::from(pkt.pad())) % 4 == 0;
     if !pos_ok || pkt.payload().len() != expect as usize || !words {
         ctx.counters.resp_unexpected += 1;

@@ -15,7 +15,7 @@ impl Device {
     /// range; the QP is unchanged then. Path MTU is clamped to the port's
     /// active MTU (rxe does the same; CASES R24 a). RESET discards every queue,
     /// timer and PSN (CASES R22). RTS→SQD lets the WQEs already started finish
-    /// and raises [`AsyncEvent::SqDrained`] once they have completed.
+    /// and raises [`crate::verbs::AsyncEvent::SqDrained`] once they have completed.
     pub fn modify_qp(
         &mut self,
         qpn: u32,

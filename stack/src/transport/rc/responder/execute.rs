@@ -233,6 +233,9 @@ pub(super) fn duplicate(
 ) -> bool {
     let info = pkt.bth().opcode.info();
     match info.kind {
+        //= IBTA 1.7 C9-105
+        //# a duplicate SEND or RDMA WRITE is not executed again; the
+        //# responder acknowledges it.
         OpKind::Send | OpKind::Write => {
             // C9-105 / rxe duplicate_request: ACK again, never re-execute,
             // with the PSN of the last SEND/WRITE/ATOMIC executed (`ack_psn
@@ -245,6 +248,9 @@ pub(super) fn duplicate(
             qp.resp.queue_ack_msn(e, ACK, msn);
             true
         }
+        //= IBTA 1.7 §9.7.4
+        //# a duplicate RDMA READ is executed again from its responder
+        //# resource: the same R_Key, inside the original range.
         OpKind::ReadRequest => {
             let Some(reth) = pkt.ext().reth() else {
                 return false;
@@ -300,6 +306,9 @@ pub(super) fn duplicate(
             }
             true
         }
+        //= IBTA 1.7 §9.7.4
+        //# a duplicate ATOMIC is never executed again: the saved original
+        //# value is sent again.
         OpKind::Atomic => {
             let found = qp.resp.resources.iter().find_map(|r| match *r {
                 Resource::Atomic { psn: p, orig, msn } if p == psn => Some((orig, msn)),

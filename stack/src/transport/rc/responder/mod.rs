@@ -96,10 +96,10 @@
 //!
 //! # Structure
 //!
-//! As rxe's `rxe_receiver`: [`handle_request`] runs the steps of `checks`
+//! As rxe's `rxe_receiver`: `handle_request` runs the steps of `checks`
 //! (one function per check) and `execute`, each returning the next step
-//! ([`Next`]); every class A/C error is a [`RespError`], mapped to its NAK
-//! code and completion status in one place ([`RespError::nak`]).
+//! (`Next`); every class A/C error is a `RespError`, mapped to its NAK
+//! code and completion status in one place (`RespError::nak`).
 //! Duplicates are answered in `execute`, responses built in `reply`.
 
 mod checks;
