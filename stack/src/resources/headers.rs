@@ -458,3 +458,91 @@ impl Template {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::av::Gid;
+    use crate::wire::ext::{AethRepr, RethRepr};
+    use core::net::{Ipv4Addr, Ipv6Addr};
+
+    /// Every header the cache writes, template reused or not, equals what
+    /// the full builder (`PacketRepr::emit_headers`, checked against the
+    /// reference vectors in tests/vectors.rs) writes for the same packet
+    /// with the same identification: over IPv4 and IPv6, tagged and not,
+    /// for lengths and opcodes that alternate and repeat.
+    #[test]
+    fn cached_headers_equal_the_full_builder() {
+        let v4 = (
+            Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 1)),
+            Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 2)),
+        );
+        let v6 = (
+            Gid::from_ipv6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
+            Gid::from_ipv6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2)),
+        );
+        let tag = VlanTag {
+            pcp: 0,
+            dei: false,
+            vid: 7,
+        };
+        for ((sgid, dgid), vlan) in [(v4, None), (v4, Some(tag)), (v6, None), (v6, Some(tag))] {
+            let cfg = DeviceConfig {
+                gids: vec![sgid],
+                ..DeviceConfig::default()
+            };
+            let av = AddressVector {
+                dgid,
+                dmac: [0x02, 0, 0, 0, 0, 2],
+                vlan,
+                ..AddressVector::default()
+            };
+            let mut cache = HeaderCache::default();
+            let mut ident = IpIdent::default();
+            let reth = ExtHeaders {
+                reth: Some(RethRepr {
+                    va: 0x1000,
+                    rkey: 0x1234,
+                    dma_len: 4096,
+                }),
+                ..ExtHeaders::default()
+            };
+            let aeth = |msn| ExtHeaders {
+                aeth: Some(AethRepr {
+                    syndrome: 0x1F,
+                    msn,
+                }),
+                ..ExtHeaders::default()
+            };
+            let none = ExtHeaders::default();
+            let packets = [
+                (Dir::Req, Opcode::RC_RDMA_WRITE_FIRST, reth, 1024),
+                (Dir::Req, Opcode::RC_RDMA_WRITE_MIDDLE, none, 1024),
+                (Dir::Req, Opcode::RC_RDMA_WRITE_MIDDLE, none, 1024),
+                (Dir::Resp, Opcode::RC_ACKNOWLEDGE, aeth(1), 0),
+                (Dir::Req, Opcode::RC_RDMA_WRITE_LAST, none, 1024),
+                (Dir::Resp, Opcode::RC_ACKNOWLEDGE, aeth(2), 0),
+                (Dir::Req, Opcode::RC_SEND_ONLY, none, 61),
+                (Dir::Req, Opcode::RC_SEND_ONLY, none, 61),
+                (Dir::Req, Opcode::RC_SEND_ONLY, none, 62),
+                (Dir::Resp, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, none, 1024),
+                (Dir::Resp, Opcode::RC_RDMA_READ_RESPONSE_LAST, aeth(3), 1024),
+            ];
+            for (i, (dir, op, ext, len)) in packets.into_iter().enumerate() {
+                let mut bth = BthRepr::new(op, 0x12, 100 + i as u32);
+                bth.ack_req = i % 2 == 0;
+                let mut got = [0u8; 2048];
+                let (off, repr) = cache
+                    .emit(dir, &cfg, &mut ident, &av, 0xC012, bth, ext, len, &mut got)
+                    .expect("headers");
+                let mut want = [0u8; 2048];
+                let n = repr.emit_headers(&mut want, len).expect("full builder");
+                assert_eq!(off, n, "packet {i}");
+                assert_eq!(got[..off], want[..n], "packet {i}");
+                if let NetRepr::Ipv4(r) = repr.net {
+                    assert_eq!(r.ident, i as u16 + 1, "one identification per packet");
+                }
+            }
+        }
+    }
+}
