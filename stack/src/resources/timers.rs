@@ -112,13 +112,25 @@ impl TimerTable {
     /// Take out the earliest entry due by `now` that is a pacer release
     /// (`pacer`) or any other timer (`!pacer`). The caller clears the
     /// QP's slot with [`QpTimers::fired`].
-    #[inline]
+    #[inline(always)]
     pub fn pop_due(&mut self, now: Instant, pacer: bool) -> Option<(Instant, u32, TimerKind)> {
-        let wanted = |e: &(Instant, u32, TimerKind)| (e.2 == TimerKind::Pacer) == pacer;
+        // Nothing due (the idle case): decided inline, without a call.
         let first = *self.index.first()?;
         if first.0 > now {
             return None;
         }
+        self.pop_due_from(first, now, pacer)
+    }
+
+    /// [`TimerTable::pop_due`] once the first entry, `first`, is due.
+    #[inline(never)]
+    fn pop_due_from(
+        &mut self,
+        first: (Instant, u32, TimerKind),
+        now: Instant,
+        pacer: bool,
+    ) -> Option<(Instant, u32, TimerKind)> {
+        let wanted = |e: &(Instant, u32, TimerKind)| (e.2 == TimerKind::Pacer) == pacer;
         let e = if wanted(&first) {
             self.index.pop_first()?
         } else {
