@@ -16,5 +16,7 @@ pub mod fabric;
 pub mod metrics;
 pub mod net;
 pub mod pfc;
+#[cfg(feature = "plot")]
 pub mod plot;
 pub mod scenario;
+pub mod topo;
