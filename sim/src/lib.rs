@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod clos;
 pub mod fabric;
 pub mod metrics;
 pub mod net;

@@ -172,6 +172,23 @@ pub fn ecmp_hash(frame: &[u8]) -> u32 {
     }
 }
 
+/// [`ecmp_hash`] of an IPv4 five-tuple given by its fields.
+pub fn ecmp_hash_v4(
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    proto: u8,
+    sport: u16,
+    dport: u16,
+) -> u32 {
+    let mut key = [0u8; 13];
+    key[..4].copy_from_slice(&src.octets());
+    key[4..8].copy_from_slice(&dst.octets());
+    key[8] = proto;
+    key[9..11].copy_from_slice(&sport.to_be_bytes());
+    key[11..13].copy_from_slice(&dport.to_be_bytes());
+    crc32fast::hash(&key)
+}
+
 /// Which of `n` equal-cost next hops `frame` takes: [`ecmp_hash`] mod `n`.
 pub fn ecmp_index(frame: &[u8], n: usize) -> usize {
     if n <= 1 {
@@ -299,6 +316,20 @@ mod tests {
         assert!((r.probability(200) - 0.1).abs() < 1e-12);
         assert!((r.probability(300) - 0.2).abs() < 1e-12);
         assert_eq!(r.probability(301), 1.0);
+    }
+
+    #[test]
+    fn ecmp_hash_is_zlib_crc32_of_the_five_tuple() {
+        // python3: zlib.crc32(bytes([10,0,0,1, 10,0,0,2, 17]) +
+        //   struct.pack('>HH', 0xC121, 4791)) == 0x85002d75
+        let h = ecmp_hash_v4(
+            std::net::Ipv4Addr::new(10, 0, 0, 1),
+            std::net::Ipv4Addr::new(10, 0, 0, 2),
+            17,
+            0xC121,
+            4791,
+        );
+        assert_eq!(h, 0x8500_2d75);
     }
 
     #[test]

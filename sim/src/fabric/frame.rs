@@ -35,12 +35,19 @@ impl Frame {
     }
 }
 
-/// Free buffers of one size.
+/// Frames this short or shorter live in small buffers (ACKs, CNPs, PFC),
+/// so a queue of control frames costs little more than its bytes.
+pub const SMALL_FRAME: usize = 256;
+
+/// Free buffers of two sizes: [`SMALL_FRAME`] and one large enough for any
+/// frame of the fabric's MTU.
 #[derive(Debug)]
 pub(crate) struct FramePool {
     free: Vec<Box<[u8]>>,
+    small: Vec<Box<[u8]>>,
     size: usize,
     allocated: usize,
+    allocated_small: usize,
 }
 
 impl FramePool {
@@ -48,8 +55,10 @@ impl FramePool {
     pub(crate) fn new(size: usize) -> FramePool {
         FramePool {
             free: Vec::new(),
-            size,
+            small: Vec::new(),
+            size: size.max(SMALL_FRAME + 1),
             allocated: 0,
+            allocated_small: 0,
         }
     }
 
@@ -65,22 +74,39 @@ impl FramePool {
         }
     }
 
-    /// `buf` holding a frame of `len` bytes.
+    /// The frame of `len` bytes built in `buf` (a buffer from
+    /// [`FramePool::take`]); a short frame moves to a small buffer and `buf`
+    /// goes back to the pool.
     #[inline]
-    pub(crate) fn frame(buf: Box<[u8]>, len: usize) -> Frame {
-        debug_assert!(len <= buf.len());
+    pub(crate) fn frame(&mut self, buf: Box<[u8]>, len: usize) -> Frame {
+        let len = len.min(buf.len());
+        if len <= SMALL_FRAME {
+            let f = self.copy(&buf[..len]);
+            self.put_buf(buf);
+            return f;
+        }
         Frame {
-            len: len.min(buf.len()) as u32,
+            len: len as u32,
             buf,
         }
     }
 
-    /// A frame holding a copy of `bytes` (truncated to the buffer size).
+    /// A frame holding a copy of `bytes` (truncated to the large size).
     pub(crate) fn copy(&mut self, bytes: &[u8]) -> Frame {
-        let mut b = self.take();
+        let mut b = if bytes.len() <= SMALL_FRAME {
+            self.small.pop().unwrap_or_else(|| {
+                self.allocated_small += 1;
+                vec![0u8; SMALL_FRAME].into_boxed_slice()
+            })
+        } else {
+            self.take()
+        };
         let n = bytes.len().min(b.len());
         b[..n].copy_from_slice(&bytes[..n]);
-        FramePool::frame(b, n)
+        Frame {
+            len: n as u32,
+            buf: b,
+        }
     }
 
     /// Give a buffer back.
@@ -88,6 +114,8 @@ impl FramePool {
     pub(crate) fn put_buf(&mut self, buf: Box<[u8]>) {
         if buf.len() == self.size {
             self.free.push(buf);
+        } else if buf.len() == SMALL_FRAME {
+            self.small.push(buf);
         }
     }
 
@@ -97,9 +125,9 @@ impl FramePool {
         self.put_buf(f.buf);
     }
 
-    /// Buffers allocated so far.
-    pub(crate) fn allocated(&self) -> usize {
-        self.allocated
+    /// Large and small buffers allocated so far.
+    pub(crate) fn allocated(&self) -> (usize, usize) {
+        (self.allocated, self.allocated_small)
     }
 
     /// Size of each buffer, bytes.

@@ -11,7 +11,7 @@ use roce_stack::verbs::{
 };
 use roce_stack::wire::{RocePacket, Transport};
 
-use super::frame::{Frame, FramePool};
+use super::frame::Frame;
 use super::{
     check_pattern, device_config, fill_pattern, flow_memory_bytes, flow_psn, host_ip, host_mac,
     ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec, Ps, RxFlows, SimError, TransferDone, Xfer,
@@ -29,6 +29,7 @@ pub(super) struct Nic {
     held: [VecDeque<Frame>; 8],
     pub(super) pause: HostPause,
     tx_frames: u64,
+    tx_wire_bytes: u64,
     prop_ps: Ps,
 }
 
@@ -79,6 +80,7 @@ impl Host {
                 held: Default::default(),
                 pause: HostPause::new(link.gbps, prio_mask),
                 tx_frames: 0,
+                tx_wire_bytes: 0,
                 prop_ps: link.delay_ns * PS_PER_NS,
             },
             timer_at: None,
@@ -94,6 +96,10 @@ impl Host {
     /// Frames the NIC transmitted.
     pub fn tx_frames(&self) -> u64 {
         self.nic.tx_frames
+    }
+    /// Wire bytes the NIC transmitted (frames + FCS + preamble/IFG).
+    pub fn tx_wire_bytes(&self) -> u64 {
+        self.nic.tx_wire_bytes
     }
 }
 
@@ -535,7 +541,7 @@ impl Fabric {
                         self.pool.put_buf(buf);
                         break;
                     };
-                    let f = FramePool::frame(buf, n);
+                    let f = self.pool.frame(buf, n);
                     if !any_paused {
                         frame = Some(f);
                         break;
@@ -555,9 +561,11 @@ impl Fabric {
         }
         if let Some(f) = frame {
             let host = &mut self.hosts[h];
-            let ser = net::serialisation_ps(net::wire_bytes(f.len()), host.link.gbps);
+            let wb = net::wire_bytes(f.len());
+            let ser = net::serialisation_ps(wb, host.link.gbps);
             host.nic.busy_until = now + ser;
             host.nic.tx_frames += 1;
+            host.nic.tx_wire_bytes += wb;
             let prop = host.nic.prop_ps;
             let port = host.port as u32;
             self.host_frames += 1;

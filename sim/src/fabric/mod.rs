@@ -40,8 +40,8 @@ use crate::net::{self, RedEcn};
 use crate::pfc::{self as pfcmod, HostPause, PfcConfig};
 use crate::topo::{LinkSpec, Peer, Tier, Topology, TopologyError, Wiring};
 
-pub use frame::Frame;
 use frame::FramePool;
+pub use frame::{Frame, SMALL_FRAME};
 pub use host::Host;
 use switch::Port;
 pub use switch::{PortStats, Switch, PFC_LOG_MAX};
@@ -890,10 +890,12 @@ impl Fabric {
         self.hosts[h].nic.pause.total_ps(self.now)
     }
 
-    /// Frame buffers allocated by the engine so far (its peak of frames in
-    /// flight and queued), and their size in bytes.
-    pub fn frame_buffers(&self) -> (usize, usize) {
-        (self.pool.allocated(), self.pool.size())
+    /// Bytes of frame buffers allocated by the engine so far (its peak of
+    /// frames in flight and queued: large buffers for data frames, small
+    /// ones for control frames).
+    pub fn frame_buffer_bytes(&self) -> u64 {
+        let (large, small) = self.pool.allocated();
+        (large * self.pool.size() + small * frame::SMALL_FRAME) as u64
     }
 }
 
