@@ -378,9 +378,13 @@ pub fn payload_gbps(cfg: &FabricConfig, gbps: f64) -> f64 {
 }
 
 /// Base round trip of a WRITE's last packet and its ACK over `hops` links
-/// each way, ps: per link the propagation delay plus the store-and-forward
-/// time of one full frame (data) or one ACK (back), all links `link`
-/// except the two host links `host`.
+/// each way, ps: per link the propagation delay both ways, the
+/// store-and-forward time of one full frame (data; not on the first link,
+/// whose serialisation is the transfer's own time) and of one ACK (back);
+/// all links `link` except the two host links `host`. A transfer of `b`
+/// bytes alone on an idle path completes `b` over the payload rate
+/// ([`payload_gbps`]) plus this after it starts (to within a few frame
+/// times of the FIRST packet's RETH).
 pub fn base_rtt_ps(cfg: &FabricConfig, host: LinkSpec, link: LinkSpec, hops: usize) -> u64 {
     let pmtu = roce_stack::verbs::Mtu::for_netdev(cfg.netdev_mtu).map_or(1024, |m| m.bytes());
     let data = net::wire_bytes(pmtu + 58);
@@ -388,9 +392,11 @@ pub fn base_rtt_ps(cfg: &FabricConfig, host: LinkSpec, link: LinkSpec, hops: usi
     let mut t = 0;
     for i in 0..hops {
         let l = if i == 0 || i + 1 == hops { host } else { link };
-        t += 2 * l.delay_ns * PS_PER_NS
-            + net::serialisation_ps(data, l.gbps)
-            + net::serialisation_ps(ack, l.gbps);
+        t += 2 * l.delay_ns * PS_PER_NS + net::serialisation_ps(ack, l.gbps);
+        if i > 0 {
+            // The first link's serialisation is the transfer's own time.
+            t += net::serialisation_ps(data, l.gbps);
+        }
     }
     t
 }
@@ -457,5 +463,227 @@ pub fn memory_estimate(
         flows: flows.saturating_mul(flow_memory_bytes(msg_bytes, window)),
         devices: hosts as u64 * (cfg.cq_depth as u64 * wc + DEVICE_BASE_BYTES),
         frames,
+    }
+}
+
+/// What a leaf-spine run did to the network: per-link and per-class
+/// figures, PFC and ECN counters, queue p99 per tier, the static checks
+/// (lossless buffers, cyclic buffer dependency), pause heat map rows, and
+/// the engine's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetSummary {
+    /// Per link class: utilisation, pause, drops, flows per link.
+    pub links: Vec<ClassSummary>,
+    /// Every link.
+    pub link_rows: Vec<LinkRow>,
+    /// Lossless-buffer check per switch (PFC on).
+    pub lossless: Vec<LosslessCheck>,
+    /// A cyclic buffer dependency of the routes (names of the links), if
+    /// any.
+    pub buffer_cycle: Option<Vec<String>>,
+    /// A PFC deadlock found when a run stalled (links in cycle order).
+    pub deadlock: Option<Vec<String>>,
+    /// Frames dropped by switches.
+    pub drops: u64,
+    /// Frames marked CE.
+    pub ecn_marked: u64,
+    /// PFC XOFF (first), refresh and XON frames sent by switches.
+    pub pfc_frames: (u64, u64, u64),
+    /// Time host NICs were paused, summed, µs.
+    pub host_paused_us: f64,
+    /// Time switch ports were paused by peer switches, summed, µs.
+    pub switch_paused_us: f64,
+    /// CNPs sent by notification points and handled by reaction points.
+    pub cnps: (u64, u64),
+    /// Sequence NAKs and ACK timeouts.
+    pub retransmit_signals: (u64, u64),
+    /// p99 of the egress queue a data frame joins, per tier, bytes.
+    pub queue_p99: Vec<(Tier, u64)>,
+    /// Per link with pause time: name and paused fraction per bin.
+    pub pause_map: Vec<(String, Vec<f64>)>,
+    /// Width of the pause-map bins, µs.
+    pub bin_us: f64,
+    /// Simulated time, ps.
+    pub sim_ps: u64,
+    /// Engine figures at the end.
+    pub engine: crate::fabric::Progress,
+    /// Frame buffers the engine allocated (peak), bytes.
+    pub frame_buffer_bytes: u64,
+}
+
+impl NetSummary {
+    /// Summarise `fab` after a run; `flows` are counted per link,
+    /// `deadlock` names the ports of a PFC deadlock found.
+    pub fn of(
+        fab: &Fabric,
+        c: &ClosSpec,
+        flows: &[usize],
+        deadlock: Option<Vec<usize>>,
+    ) -> NetSummary {
+        let rows = link_rows(fab, c, flows);
+        let name_of = |p: usize| {
+            rows.iter()
+                .find(|r| r.port == Some(p))
+                .map_or_else(|| format!("port{p}"), |r| r.name.clone())
+        };
+        let buffer_cycle = fab
+            .wiring
+            .buffer_dependency_cycle()
+            .map(|c| c.into_iter().map(name_of).collect());
+        let deadlock = deadlock.map(|c| c.into_iter().map(name_of).collect());
+        let totals = fab.totals();
+        let (mut cnp_s, mut cnp_h, mut naks, mut tos) = (0, 0, 0, 0);
+        let mut host_paused = 0;
+        for (h, host) in fab.hosts.iter().enumerate() {
+            let k = host.dev.counters();
+            cnp_s += k.get("np_cnp_sent").unwrap_or(0);
+            cnp_h += k.get("rp_cnp_handled").unwrap_or(0);
+            naks += k.seq_nak_sent;
+            tos += k.local_ack_timeout_err;
+            host_paused += fab.paused_ps(h);
+        }
+        let queue_p99 = [(Tier::Leaf, 1), (Tier::Spine, 2)]
+            .into_iter()
+            .map(|(t, i)| (t, fab.queue_hist[i].percentile(99.0)))
+            .collect();
+        let bin_ps = (fab.cfg.bin_ns * PS_PER_NS).max(1);
+        let nbins = fab.now_ps().div_ceil(bin_ps) as usize;
+        let frac = |b: &crate::metrics::Bins| -> Vec<f64> {
+            (0..nbins).map(|i| b.get(i) / bin_ps as f64).collect()
+        };
+        let mut pause_map = Vec::new();
+        for r in &rows {
+            if r.paused_us <= 0.0 {
+                continue;
+            }
+            let b = match (r.port, r.host) {
+                (Some(p), _) => fab.port_paused_bins(p),
+                (None, Some(h)) => Some(fab.hosts[h].pause().bins()),
+                _ => None,
+            };
+            if let Some(b) = b {
+                pause_map.push((r.name.clone(), frac(b)));
+            }
+        }
+        NetSummary {
+            links: summarise_links(&rows),
+            link_rows: rows,
+            lossless: lossless_checks(fab),
+            buffer_cycle,
+            deadlock,
+            drops: totals.drops,
+            ecn_marked: totals.ecn_marked,
+            pfc_frames: (totals.pfc_xoff, totals.pfc_refresh, totals.pfc_xon),
+            host_paused_us: host_paused as f64 / 1e6,
+            switch_paused_us: totals.paused_ps as f64 / 1e6,
+            cnps: (cnp_s, cnp_h),
+            retransmit_signals: (naks, tos),
+            queue_p99,
+            pause_map,
+            bin_us: fab.cfg.bin_ns as f64 / 1000.0,
+            sim_ps: fab.now_ps(),
+            engine: fab.progress(),
+            frame_buffer_bytes: fab.frame_buffer_bytes(),
+        }
+    }
+
+    /// The table rows every leaf-spine report prints after its own.
+    pub fn rows(&self, memory: &Memory) -> Vec<(String, String)> {
+        let mut rows = Vec::new();
+        for l in &self.links {
+            rows.push((
+                format!("{} util mean/max", l.class.name()),
+                format!(
+                    "{:.1} % / {:.1} %  (flows per link max {}, links with >=2: {} of {})",
+                    l.util_mean * 100.0,
+                    l.util_max * 100.0,
+                    l.max_flows,
+                    l.shared_links,
+                    l.links
+                ),
+            ));
+        }
+        for (t, q) in &self.queue_p99 {
+            rows.push((
+                format!("queue p99 at {} egress [KB]", t.name()),
+                format!("{:.1}", *q as f64 / 1000.0),
+            ));
+        }
+        rows.push(("drops".into(), self.drops.to_string()));
+        rows.push(("ECN CE marks".into(), self.ecn_marked.to_string()));
+        rows.push((
+            "CNPs sent/handled".into(),
+            format!("{} / {}", self.cnps.0, self.cnps.1),
+        ));
+        rows.push((
+            "PFC XOFF/refresh/XON".into(),
+            format!(
+                "{} / {} / {}",
+                self.pfc_frames.0, self.pfc_frames.1, self.pfc_frames.2
+            ),
+        ));
+        let paused_links: usize = self.links.iter().map(|l| l.paused_links).sum();
+        rows.push((
+            "paused: hosts / switch ports [us]".into(),
+            format!(
+                "{:.1} / {:.1} ({} links paused)",
+                self.host_paused_us, self.switch_paused_us, paused_links
+            ),
+        ));
+        rows.push((
+            "seq NAKs / ACK timeouts".into(),
+            format!(
+                "{} / {}",
+                self.retransmit_signals.0, self.retransmit_signals.1
+            ),
+        ));
+        for tier in [Tier::Leaf, Tier::Spine] {
+            let t: Vec<&LosslessCheck> = self.lossless.iter().filter(|l| l.tier == tier).collect();
+            if let Some(l) = t.first() {
+                rows.push((
+                    format!("PFC headroom per {} port [B]", tier.name()),
+                    format!(
+                        "{}-{}; buffer covers ports x (XOFF + headroom): {} ({} of {} KB)",
+                        l.headroom.0,
+                        l.headroom.1,
+                        if t.iter().all(|x| x.ok()) {
+                            "yes"
+                        } else {
+                            "NO"
+                        },
+                        l.need / 1000,
+                        l.buffer / 1000
+                    ),
+                ));
+            }
+        }
+        rows.push((
+            "cyclic buffer dependency".into(),
+            match &self.buffer_cycle {
+                None => "none (up-down routing)".into(),
+                Some(c) => format!("YES: {}", c.join(" -> ")),
+            },
+        ));
+        if let Some(d) = &self.deadlock {
+            rows.push(("PFC DEADLOCK".into(), d.join(" -> ")));
+        }
+        let e = &self.engine;
+        rows.push((
+            "simulated / events / packet-hops".into(),
+            format!(
+                "{:.1} us / {} / {}",
+                self.sim_ps as f64 / 1e6,
+                e.events,
+                e.packet_hops
+            ),
+        ));
+        rows.push((
+            "memory (estimate; frame buffers used)".into(),
+            format!(
+                "{memory}; {:.0} MiB",
+                self.frame_buffer_bytes as f64 / (1u64 << 20) as f64
+            ),
+        ));
+        rows
     }
 }

@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod clos;
+pub mod collective;
 pub mod fabric;
 pub mod metrics;
 pub mod net;

@@ -498,7 +498,7 @@ impl Wiring {
 
 /// One cycle of a directed graph given as adjacency lists (iterative DFS
 /// with white/grey/black colours), or `None`.
-fn find_cycle(edges: &[Vec<usize>]) -> Option<Vec<usize>> {
+pub(crate) fn find_cycle(edges: &[Vec<usize>]) -> Option<Vec<usize>> {
     let n = edges.len();
     let mut colour = vec![0u8; n]; // 0 white, 1 grey (on the stack), 2 black
     let mut parent = vec![usize::MAX; n];

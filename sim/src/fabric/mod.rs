@@ -206,12 +206,14 @@ pub struct TransferDone {
 }
 
 /// Bytes one flow's memory and queues take in the simulator: a send and a
-/// receive region of `window` × `msg_bytes` each, and the send queue's
-/// `max(window, 16)` WQE slots (counted at 1 KiB each, an upper bound of the
-/// stack's WQE with 16 SGEs). What [`Fabric::add_flow`] and
+/// receive region of `window` × `msg_bytes` each, two QPs with
+/// `max(window, 16)` send and 16 receive WQE slots (counted at 512 bytes
+/// each, an upper bound of the stack's WQE with 16 SGEs), and 16 KiB for
+/// the QP and congestion-control state. What [`Fabric::add_flow`] and
 /// [`Fabric::add_connection`] allocate; callers bound their inputs by it.
 pub fn flow_memory_bytes(msg_bytes: u32, window: u32) -> u64 {
-    2 * u64::from(msg_bytes) * u64::from(window.max(1)) + u64::from(window.max(16)) * 1024
+    let w = u64::from(window.max(1));
+    2 * u64::from(msg_bytes) * w + 2 * (w.max(16) + 16) * 512 + (16 << 10)
 }
 
 /// A transfer in progress on a connection.
@@ -441,6 +443,13 @@ pub enum SimError {
     Topology(TopologyError),
     /// At most 65,534 hosts (the MAC and IP plan).
     TooManyHosts(usize),
+    /// The inputs imply more memory than allowed.
+    Memory {
+        /// Bytes the run would need (estimate).
+        need: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A host's flows would need more completions than its CQ holds.
     CqTooSmall {
         /// The host.
@@ -459,6 +468,12 @@ impl std::fmt::Display for SimError {
             SimError::Verbs(e) => write!(f, "verbs: {e}"),
             SimError::Topology(e) => write!(f, "topology: {e}"),
             SimError::TooManyHosts(n) => write!(f, "{n} hosts: at most 65534"),
+            SimError::Memory { need, limit } => write!(
+                f,
+                "would need about {} MiB of memory (limit {} MiB): fewer hosts, flows, --window or --msg",
+                need >> 20,
+                limit >> 20
+            ),
             SimError::CqTooSmall { host, need, depth } => write!(
                 f,
                 "host {host}: its flows keep {need} WRITEs outstanding, more than its CQ of {depth}"

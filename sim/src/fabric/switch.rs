@@ -376,3 +376,38 @@ impl Fabric {
         }
     }
 }
+
+impl Fabric {
+    /// A PFC deadlock, if one holds now: a cycle of switch egress ports,
+    /// each paused by its peer while holding frames that arrived through
+    /// the port whose XOFF pauses the previous one (so none can drain
+    /// until another does). Returns the ports in cycle order.
+    pub fn pause_deadlock(&self) -> Option<Vec<usize>> {
+        let now = self.now;
+        let n = self.ports.len();
+        let stuck = |p: &Port| p.pause.any_paused(now) && p.qbytes.iter().any(|&b| b > 0);
+        let mut edges: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (p, port) in self.ports.iter().enumerate() {
+            if !stuck(port) {
+                continue;
+            }
+            let Peer::Port(r) = port.peer else {
+                continue;
+            };
+            let b = self.ports[r].switch as usize;
+            for q in self.wiring.switch_ports[b].clone() {
+                let qp = &self.ports[q];
+                if q != r
+                    && stuck(qp)
+                    && qp
+                        .queues
+                        .iter()
+                        .any(|qu| qu.iter().any(|(_, ing)| *ing as usize == r))
+                {
+                    edges[p].push(q);
+                }
+            }
+        }
+        crate::topo::find_cycle(&edges)
+    }
+}
