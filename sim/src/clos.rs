@@ -12,6 +12,9 @@ use crate::pfc::{self, PfcConfig};
 use crate::scenario::{default_cc, Mode, DEFAULT_RED, DEFAULT_XOFF_BYTES};
 use crate::topo::{ClosSpec, LinkSpec, Peer, Tier, Topology};
 
+/// One column of a side-by-side comparison: a report to its cell.
+pub(crate) type Column<R> = Box<dyn Fn(&R) -> String>;
+
 /// Link rates a NIC or switch port may run at, Gbit/s.
 pub const RATES_GBPS: [u64; 4] = [100, 200, 400, 800];
 
@@ -590,18 +593,16 @@ impl NetSummary {
     /// The table rows every leaf-spine report prints after its own.
     pub fn rows(&self, memory: &Memory) -> Vec<(String, String)> {
         let mut rows = Vec::new();
+        let counted = self.links.iter().any(|l| l.max_flows > 0);
         for l in &self.links {
-            rows.push((
-                format!("{} util mean/max", l.class.name()),
-                format!(
-                    "{:.1} % / {:.1} %  (flows per link max {}, links with >=2: {} of {})",
-                    l.util_mean * 100.0,
-                    l.util_max * 100.0,
-                    l.max_flows,
-                    l.shared_links,
-                    l.links
-                ),
-            ));
+            let mut v = format!("{:.1} % / {:.1} %", l.util_mean * 100.0, l.util_max * 100.0);
+            if counted {
+                v += &format!(
+                    "  (flows per link max {}, links with >=2: {} of {})",
+                    l.max_flows, l.shared_links, l.links
+                );
+            }
+            rows.push((format!("{} util mean/max", l.class.name()), v));
         }
         for (t, q) in &self.queue_p99 {
             rows.push((

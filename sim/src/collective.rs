@@ -16,10 +16,10 @@ use std::io::{self, Write};
 use roce_stack::testing::Rng;
 
 use crate::clos::{
-    base_rtt_ps, flow_path, memory_estimate, payload_gbps, ClassSummary, ClosOpts, Memory,
+    base_rtt_ps, flow_path, memory_estimate, payload_gbps, ClassSummary, ClosOpts, Column, Memory,
     NetSummary, DEFAULT_MEMORY_LIMIT,
 };
-use crate::fabric::{ConnSpec, Fabric, Progress, Ps, SimError, PS_PER_US};
+use crate::fabric::{ConnSpec, Fabric, ProgressFn, Ps, SimError, PS_PER_US};
 use crate::scenario::Mode;
 use crate::topo::ClosSpec;
 
@@ -291,6 +291,7 @@ impl CollectiveReport {
                 format!("{} of {}", self.collided_steps(), self.steps.len()),
             ));
         }
+        rows.extend(self.net.rows(&self.memory));
         rows.push((
             "all transfers completed, data verified".into(),
             if self.delivered {
@@ -303,7 +304,6 @@ impl CollectiveReport {
                 )
             },
         ));
-        rows.extend(self.net.rows(&self.memory));
         for (k, v) in rows {
             writeln!(out, " {k:<40} {v}")?;
         }
@@ -421,7 +421,7 @@ pub fn memory(kind: Kind, o: &CollectiveOpts) -> Memory {
 pub fn run(
     kind: Kind,
     o: &CollectiveOpts,
-    progress: Option<Box<dyn FnMut(&Progress)>>,
+    progress: Option<ProgressFn>,
 ) -> Result<CollectiveReport, SimError> {
     let c = &o.fabric.clos;
     let n = c.hosts();
@@ -584,7 +584,7 @@ pub fn write_compare(reports: &[CollectiveReport], out: &mut dyn Write) -> io::R
         first.placement.name()
     )?;
     let us = |p: Ps| format!("{:.1}", p as f64 / 1e6);
-    let lines: Vec<(&str, Box<dyn Fn(&CollectiveReport) -> String>)> = vec![
+    let lines: Vec<(&str, Column<CollectiveReport>)> = vec![
         ("completion time [us]", Box::new(move |r| us(r.comm_ps()))),
         ("ideal [us]", Box::new(move |r| us(r.ideal_ps))),
         (

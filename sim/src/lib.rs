@@ -15,6 +15,7 @@
 pub mod clos;
 pub mod collective;
 pub mod fabric;
+pub mod fct;
 pub mod metrics;
 pub mod net;
 pub mod pfc;

@@ -1,15 +1,38 @@
 //! Frames in flight: fixed-size buffers recycled through a pool, so moving
 //! a frame through the fabric allocates nothing and copies nothing (the
 //! device builds it straight into a pooled buffer).
+//!
+//! The header fields a switch reads (destination MAC, priority, MAC
+//! control or not, the five-tuple's ECMP hash) are parsed once, when the
+//! frame is built: nothing in the fabric rewrites them (ECN marking changes
+//! only the ECN bits), so every switch decides exactly as if it parsed the
+//! frame itself, without touching the frame's bytes.
 
-/// A frame: a pooled buffer and the length of the frame in it.
+use crate::net::{self, FrameInfo};
+
+/// A frame: a pooled buffer, the length of the frame in it, and its parsed
+/// switch-relevant header fields.
 #[derive(Debug)]
 pub struct Frame {
     buf: Box<[u8]>,
     len: u32,
+    hash: u32,
+    info: FrameInfo,
 }
 
 impl Frame {
+    /// Destination MAC, priority, MAC control (see [`net::classify`]).
+    #[inline]
+    pub fn info(&self) -> &FrameInfo {
+        &self.info
+    }
+
+    /// The ECMP hash of the frame's five-tuple ([`net::ecmp_hash`]).
+    #[inline]
+    pub fn ecmp_hash(&self) -> u32 {
+        self.hash
+    }
+
     /// The frame's bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
@@ -32,6 +55,24 @@ impl Frame {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl Frame {
+    fn new(buf: Box<[u8]>, len: usize) -> Frame {
+        let bytes = &buf[..len];
+        let info = net::classify(bytes);
+        let hash = if info.mac_control {
+            0
+        } else {
+            net::ecmp_hash(bytes)
+        };
+        Frame {
+            len: len as u32,
+            hash,
+            info,
+            buf,
+        }
     }
 }
 
@@ -85,10 +126,7 @@ impl FramePool {
             self.put_buf(buf);
             return f;
         }
-        Frame {
-            len: len as u32,
-            buf,
-        }
+        Frame::new(buf, len)
     }
 
     /// A frame holding a copy of `bytes` (truncated to the large size).
@@ -103,10 +141,7 @@ impl FramePool {
         };
         let n = bytes.len().min(b.len());
         b[..n].copy_from_slice(&bytes[..n]);
-        Frame {
-            len: n as u32,
-            buf: b,
-        }
+        Frame::new(b, n)
     }
 
     /// Give a buffer back.

@@ -9,18 +9,27 @@ use roce_stack::verbs::{
     AccessFlags, Device, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, SendWr, Sge, Wc,
     WcStatus, WrOpcode,
 };
-use roce_stack::wire::{RocePacket, Transport};
+use roce_stack::wire::{Position, RocePacket, Transport};
 
 use super::frame::Frame;
 use super::{
-    check_pattern, device_config, fill_pattern, flow_memory_bytes, flow_psn, host_ip, host_mac,
-    ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec, Ps, RxFlows, SimError, TransferDone, Xfer,
-    PS_PER_NS,
+    check_pattern, check_pattern_at, device_config, fill_pattern, flow_memory_bytes, flow_psn,
+    host_ip, host_mac, ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec, Ps, RxFlows, SimError,
+    TransferDone, Xfer, PS_PER_NS,
 };
 use crate::metrics::Bins;
 use crate::net;
 use crate::pfc::HostPause;
 use crate::topo::LinkSpec;
+
+/// What the receive path needs of a data frame.
+struct RxInfo {
+    flow: usize,
+    psn: u32,
+    position: Position,
+    len: u64,
+    va: Option<u64>,
+}
 
 /// Transmitter state of a host NIC.
 #[derive(Debug)]
@@ -279,6 +288,9 @@ impl Fabric {
             record,
             verify_each,
             bad_msgs: 0,
+            slot_msg: vec![0; window as usize],
+            rx_done: vec![None; window as usize],
+            rx_cur: None,
             xfer: None,
             closed: false,
         });
@@ -321,6 +333,12 @@ impl Fabric {
         self.fill_window(f);
         let h = self.flows[f].spec.src;
         self.host_poke(h);
+    }
+
+    /// The lkeys of flow `f`'s send region (at its source host) and receive
+    /// region (at its destination).
+    pub fn flow_lkeys(&self, f: usize) -> [u32; 2] {
+        [self.flows[f].src_lkey, self.flows[f].dst_lkey]
     }
 
     /// Destroy flow `f`'s QPs and release its memory (after it drained);
@@ -411,6 +429,7 @@ impl Fabric {
             let flow = &mut self.flows[f];
             flow.posted += 1;
             flow.slot_len[slot as usize] = len;
+            flow.slot_msg[slot as usize] = msg;
             if let Some(x) = flow.xfer.as_mut() {
                 x.left -= u64::from(len);
             }
@@ -419,7 +438,8 @@ impl Fabric {
 
     /// Take completions of host `h` and refill windows.
     fn reap(&mut self, h: usize) {
-        let mut wcs = [Wc::EMPTY; 64];
+        let mut wcs = std::mem::take(&mut self.wc_buf);
+        wcs.resize(64, Wc::EMPTY);
         loop {
             let cq = self.hosts[h].cq;
             let n = self.hosts[h].dev.poll_cq(cq, &mut wcs);
@@ -439,19 +459,11 @@ impl Fabric {
                     let slot = (msg % w) as usize;
                     let len = flow.slot_len[slot];
                     flow.last_in_slot[slot] = Some((msg, len));
-                    if flow.verify_each {
-                        // The WRITE is complete at the sender, so its bytes
-                        // are in the receiver's memory, and the slot is not
-                        // reused before this returns: check them now.
-                        let off = slot * flow.spec.msg_bytes as usize;
-                        let ok = self.hosts[flow.spec.dst]
-                            .dev
-                            .mr(flow.dst_lkey)
-                            .and_then(|mr| mr.as_slice().get(off..off + len as usize))
-                            .is_some_and(|b| check_pattern(b, f, msg));
-                        if !ok {
-                            flow.bad_msgs += 1;
-                        }
+                    // Every packet of a checked flow's WRITE was checked in
+                    // the receiver's memory as it was placed; the WRITE
+                    // completing means that covered all of it.
+                    if flow.verify_each && flow.rx_done[slot] != Some(msg) {
+                        flow.bad_msgs += 1;
                     }
                 } else {
                     flow.errors += 1;
@@ -473,34 +485,82 @@ impl Fabric {
                 }
             }
         }
+        self.wc_buf = wcs;
     }
 
-    /// Goodput accounting: count the payload of an in-order request packet
-    /// of a flow received by host `h` (a go-back-N responder accepts exactly
-    /// these).
-    fn measure_rx(&mut self, h: usize, frame: &[u8]) {
-        if self.series_flows == 0 {
-            return;
-        }
-        let Ok(p) = RocePacket::parse(frame) else {
-            return;
-        };
-        let info = p.bth().opcode.info();
+    /// The flow, PSN, position, payload length and RETH VA of a data frame
+    /// for one of host `h`'s receiving QPs.
+    fn rx_info(&self, h: usize, frame: &[u8]) -> Option<RxInfo> {
+        let p = RocePacket::parse(frame).ok()?;
+        let bth = p.bth();
+        let info = bth.opcode.info();
         if info.transport != Transport::Rc || !info.is_request {
-            return;
+            return None;
         }
-        let Some(&f) = self.hosts[h].rx_flows.get(&p.bth().dest_qp) else {
-            return;
-        };
-        let flow = &mut self.flows[f];
-        if !flow.record || p.bth().psn != flow.rx_epsn {
+        let &f = self.hosts[h].rx_flows.get(&bth.dest_qp)?;
+        Some(RxInfo {
+            flow: f,
+            psn: bth.psn,
+            position: info.position,
+            len: p.payload().len() as u64,
+            va: p.ext().reth().map(|r| r.va),
+        })
+    }
+
+    /// Goodput accounting and placement checks of a request packet received
+    /// by host `h`, after the device handled it. A go-back-N responder accepts exactly the packets that arrive in
+    /// PSN order: their payload counts as goodput, and for a checked flow
+    /// the bytes the packet placed are compared with the pattern of the
+    /// message its slot holds, at its offset (read while still in cache).
+    fn rx_account(&mut self, h: usize, x: &RxInfo) {
+        let now = self.now;
+        let flow = &mut self.flows[x.flow];
+        if x.psn != flow.rx_epsn {
             return;
         }
         flow.rx_epsn = (flow.rx_epsn + 1) & 0x00FF_FFFF;
-        let len = p.payload().len() as u64;
-        flow.rx_bytes += len;
-        flow.last_rx_ps = self.now;
-        flow.rx_bins.add(self.now, len as f64);
+        if flow.record {
+            flow.rx_bytes += x.len;
+            flow.last_rx_ps = now;
+            flow.rx_bins.add(now, x.len as f64);
+        }
+        if !flow.verify_each {
+            return;
+        }
+        let size = u64::from(flow.spec.msg_bytes.max(1));
+        if let Some(va) = x.va {
+            let rel = va.wrapping_sub(flow.dst_base);
+            let slot = (rel / size) as usize;
+            if rel % size != 0 || slot >= flow.rx_done.len() {
+                flow.bad_msgs += 1;
+                flow.rx_cur = None;
+                return;
+            }
+            flow.rx_cur = Some((slot, 0));
+        }
+        let Some((slot, off)) = flow.rx_cur else {
+            flow.bad_msgs += 1;
+            return;
+        };
+        let msg = flow.slot_msg[slot];
+        let at = slot as u64 * size + off;
+        let ok = self.hosts[h]
+            .dev
+            .mr(flow.dst_lkey)
+            .and_then(|mr| mr.as_slice().get(at as usize..(at + x.len) as usize))
+            .is_some_and(|b| check_pattern_at(b, x.flow, msg, off));
+        if !ok {
+            flow.bad_msgs += 1;
+        }
+        flow.rx_cur = Some((slot, off + x.len));
+        if matches!(x.position, Position::Last | Position::Only) {
+            if off + x.len == u64::from(flow.slot_len[slot]) {
+                flow.rx_done[slot] = Some(msg);
+            } else {
+                flow.bad_msgs += 1;
+            }
+            flow.rx_cur = None;
+        }
     }
 
     /// Host `h`'s NIC: start the next frame if the link is free.
@@ -629,9 +689,12 @@ impl Fabric {
             self.host_arm(h);
             return;
         }
-        self.measure_rx(h, frame.bytes());
+        let info = self.rx_info(h, frame.bytes());
         let now_i = self.now_instant();
         self.hosts[h].dev.handle_frame(now_i, frame.bytes());
+        if let Some(x) = info {
+            self.rx_account(h, &x);
+        }
         self.pool.put(frame);
         self.host_poke(h);
     }

@@ -270,6 +270,13 @@ pub struct Flow {
     verify_each: bool,
     /// WRITEs whose bytes at the receiver were wrong when checked.
     pub bad_msgs: u64,
+    /// Per window slot, the message last posted into it.
+    slot_msg: Vec<u64>,
+    /// Per window slot, the last message whose every packet was checked in
+    /// the receiver's memory as it was placed.
+    rx_done: Vec<Option<u64>>,
+    /// Receiver side: the message being placed (slot, byte offset so far).
+    rx_cur: Option<(usize, u64)>,
     xfer: Option<Xfer>,
     /// QPs destroyed and memory released ([`Fabric::close_flow`]).
     pub closed: bool,
@@ -312,8 +319,11 @@ pub struct Progress {
     pub host_frames: u64,
 }
 
+/// A progress callback ([`Fabric::set_progress`]).
+pub type ProgressFn = Box<dyn FnMut(&Progress)>;
+
 /// A progress callback and how often (in events) it is called.
-type ProgressHook = (u64, Box<dyn FnMut(&Progress)>);
+type ProgressHook = (u64, ProgressFn);
 
 enum Ev {
     HostTx(u32),
@@ -391,6 +401,7 @@ pub struct Fabric {
     /// in time order (at most [`PFC_LOG_MAX`]).
     pub pfc_log: Vec<(Ps, u32)>,
     progress: Option<ProgressHook>,
+    wc_buf: Vec<roce_stack::verbs::Wc>,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -524,8 +535,17 @@ pub fn fill_pattern(buf: &mut [u8], flow: usize, msg: u64) {
 
 /// Whether `buf` holds [`fill_pattern`]`(flow, msg)`.
 pub fn check_pattern(buf: &[u8], flow: usize, msg: u64) -> bool {
+    check_pattern_at(buf, flow, msg, 0)
+}
+
+/// Whether `buf` holds the bytes of [`fill_pattern`]`(flow, msg)` from byte
+/// `offset` (a multiple of 8) on.
+pub fn check_pattern_at(buf: &[u8], flow: usize, msg: u64, offset: u64) -> bool {
+    if offset % 8 != 0 {
+        return false;
+    }
     let seed = pattern_seed(flow, msg);
-    let mut w = seed;
+    let mut w = seed.wrapping_add((offset / 8).wrapping_mul(PATTERN_STEP));
     let mut ok = true;
     let mut chunks = buf.chunks_exact(8);
     for c in &mut chunks {
@@ -678,6 +698,7 @@ impl Fabric {
             flow_memory: 0,
             pfc_log: Vec::new(),
             progress: None,
+            wc_buf: Vec::new(),
         })
     }
 
@@ -702,7 +723,7 @@ impl Fabric {
     /// Call `hook` every `every` events (at least 1) with the engine's
     /// position (the CLI prints progress from it; the engine reads no
     /// clock).
-    pub fn set_progress(&mut self, every: u64, hook: Box<dyn FnMut(&Progress)>) {
+    pub fn set_progress(&mut self, every: u64, hook: ProgressFn) {
         self.progress = Some((every.max(1), hook));
     }
 
@@ -945,8 +966,11 @@ mod tests {
             c[i] ^= 1;
             assert!(!check_pattern(&c, 3, 9), "byte {i}");
         }
-        // Shifted by one word: wrong.
+        // Shifted by one word: wrong; read at its offset: right.
         assert!(!check_pattern(&b[8..], 3, 9));
+        assert!(check_pattern_at(&b[16..], 3, 9, 16));
+        assert!(!check_pattern_at(&b[16..], 3, 9, 8));
+        assert!(!check_pattern_at(&b[16..], 3, 9, 12));
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl Port {
 impl Fabric {
     pub(super) fn switch_rx(&mut self, ingress: usize, mut frame: Frame) {
         let now = self.now;
-        let info = net::classify(frame.bytes());
+        let info = *frame.info();
         let sw = self.ports[ingress].switch as usize;
         if info.mac_control {
             self.switch_rx_control(ingress, frame);
@@ -172,7 +172,7 @@ impl Fabric {
             .map(|h| self.wiring.group(sw, h));
         let out = match route {
             Some([one]) => *one as usize,
-            Some(g) if !g.is_empty() => g[net::ecmp_index(frame.bytes(), g.len())] as usize,
+            Some(g) if !g.is_empty() => g[(frame.ecmp_hash() % g.len() as u32) as usize] as usize,
             _ => {
                 self.switches[sw].unknown_dst += 1;
                 self.pool.put(frame);
