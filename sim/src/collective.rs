@@ -21,7 +21,7 @@ use crate::clos::{
 };
 use crate::fabric::{ConnSpec, Fabric, ProgressFn, Ps, SimError, PS_PER_US};
 use crate::scenario::Mode;
-use crate::topo::ClosSpec;
+use crate::topo::{ClosSpec, Peer};
 
 /// How ranks are laid out on hosts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -122,7 +122,8 @@ pub struct StepRow {
     pub median_ps: Ps,
     /// The slowest transfer's flow.
     pub slowest_flow: usize,
-    /// The most flows on one link of the slowest transfer's ECMP path.
+    /// The most flows on one switch-to-switch link of the slowest
+    /// transfer's ECMP path (0 if it stays on its leaf).
     pub slowest_sharing: usize,
 }
 
@@ -153,6 +154,8 @@ pub struct CollectiveReport {
     pub qps_per_peer: u32,
     /// Connections (QP pairs).
     pub flows: usize,
+    /// Connections whose ends are on different leaves.
+    pub cross_leaf: usize,
     /// Steps, all iterations.
     pub steps: Vec<StepRow>,
     /// Per iteration: compute gap and collective time, ps.
@@ -205,8 +208,8 @@ impl CollectiveReport {
         v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(1.0)
     }
 
-    /// Steps whose slowest transfer shared a link of its path with another
-    /// flow.
+    /// Steps whose slowest transfer shared a switch-to-switch link of its
+    /// path with another flow (an ECMP collision).
     pub fn collided_steps(&self) -> usize {
         self.steps.iter().filter(|s| s.slowest_sharing >= 2).count()
     }
@@ -229,7 +232,7 @@ impl CollectiveReport {
         )?;
         writeln!(
             out,
-            " fabric: {} leaves x {} hosts at {} Gbit/s, {} spines, uplinks {} Gbit/s (oversubscription {:.2}:1); ranks {}, {} QP(s) per peer, {} connections",
+            " fabric: {} leaves x {} hosts at {} Gbit/s, {} spines, uplinks {} Gbit/s (oversubscription {:.2}:1); ranks {}, {} QP(s) per peer, {} connections ({} across the spines)",
             c.leaves,
             c.hosts_per_leaf,
             c.host.gbps,
@@ -238,7 +241,8 @@ impl CollectiveReport {
             c.oversubscription(),
             self.placement.name(),
             self.qps_per_peer,
-            self.flows
+            self.flows,
+            self.cross_leaf
         )?;
         let us = |p: Ps| p as f64 / 1e6;
         let mut rows: Vec<(String, String)> = vec![
@@ -287,7 +291,7 @@ impl CollectiveReport {
                 ),
             ));
             rows.push((
-                "steps whose slowest flow shared a link".into(),
+                "steps whose slowest flow shared an uplink".into(),
                 format!("{} of {}", self.collided_steps(), self.steps.len()),
             ));
         }
@@ -455,9 +459,19 @@ pub fn run(
             })?);
         }
     }
+    // ECMP sharing: flows per switch-to-switch link of each flow's path
+    // (host links carry a rank's own QPs by design).
     let sharing: Vec<usize> = {
         let mut on_port = vec![0usize; fab.wiring.ports.len()];
-        let paths: Vec<Vec<usize>> = flows.iter().map(|&f| flow_path(&fab, f)).collect();
+        let paths: Vec<Vec<usize>> = flows
+            .iter()
+            .map(|&f| {
+                flow_path(&fab, f)
+                    .into_iter()
+                    .filter(|&p| matches!(fab.wiring.ports[p].peer, Peer::Port(_)))
+                    .collect()
+            })
+            .collect();
         for p in paths.iter().flatten() {
             on_port[*p] += 1;
         }
@@ -552,6 +566,13 @@ fn report(
         bytes_per_host: o.bytes_per_host,
         qps_per_peer: o.qps_per_peer.max(1),
         flows: flows.len(),
+        cross_leaf: flows
+            .iter()
+            .filter(|&&f| {
+                let fl = &fab.flows[f].spec;
+                fab.wiring.host_switch(fl.src) != fab.wiring.host_switch(fl.dst)
+            })
+            .count(),
         delivered: !stalled && bad_flows == 0,
         steps,
         iterations,
@@ -587,6 +608,10 @@ pub fn write_compare(reports: &[CollectiveReport], out: &mut dyn Write) -> io::R
     let lines: Vec<(&str, Column<CollectiveReport>)> = vec![
         ("completion time [us]", Box::new(move |r| us(r.comm_ps()))),
         ("ideal [us]", Box::new(move |r| us(r.ideal_ps))),
+        (
+            "ideal + base RTT per step [us]",
+            Box::new(move |r| us(r.ideal_latency_ps)),
+        ),
         (
             "slower than ideal",
             Box::new(|r| format!("x{:.3}", r.slowdown())),
@@ -633,13 +658,13 @@ pub fn write_compare(reports: &[CollectiveReport], out: &mut dyn Write) -> io::R
             Box::new(|r| if r.delivered { "yes" } else { "NO" }.to_string()),
         ),
     ];
-    write!(out, " {:<28}", "")?;
+    write!(out, " {:<30}", "")?;
     for r in reports {
         write!(out, " {:>14}", r.mode.name())?;
     }
     writeln!(out)?;
     for (name, f) in &lines {
-        write!(out, " {name:<28}")?;
+        write!(out, " {name:<30}")?;
         for r in reports {
             write!(out, " {:>14}", f(r))?;
         }

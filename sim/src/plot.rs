@@ -355,8 +355,9 @@ fn columns(v: &[f64], n: usize) -> Vec<f64> {
 }
 
 /// A heat map of per-link pause: one row per link (the `max_rows` most
-/// paused), one column per time bin (aggregated to at most 200), white =
-/// never paused in the bin, dark red = paused all of it.
+/// paused), one column per time bin (aggregated), white =
+/// never paused in the bin, dark red = paused all of it (columns of
+/// 150 at most).
 fn pause_heat_map<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     caption: &str,
@@ -375,7 +376,7 @@ where
     rows.truncate(max_rows);
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     let nbins = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(1);
-    let cols = 200usize.min(nbins);
+    let cols = 150usize.min(nbins);
     let col_us = bin_us * nbins.div_ceil(cols) as f64;
     let t_max = col_us * nbins.div_ceil(nbins.div_ceil(cols)) as f64;
     let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
@@ -633,9 +634,12 @@ where
         for (r, v) in reports.iter().zip(&sets) {
             let n = v.len().max(1) as f64;
             let col = mode_colour(r.mode);
+            // At most ~600 points per line (every k-th rank, and the last).
+            let k = v.len().div_ceil(600).max(1);
             let pts: Vec<(f64, f64)> = v
                 .iter()
                 .enumerate()
+                .filter(|(i, _)| i % k == 0 || i + 1 == v.len())
                 .map(|(i, x)| (*x, (i + 1) as f64 / n))
                 .collect();
             chart

@@ -2,7 +2,7 @@
 //! mode, PFC head-of-line blocking of a victim flow, a lossy fabric where RC
 //! retransmission must deliver every byte, and flows joining and leaving a
 //! congested link. Each returns a [`Report`] (summary figures and the time
-//! series for [`crate::plot`]).
+//! series for the `plot` module, feature `plot`).
 
 use std::fmt;
 use std::io::{self, Write};
