@@ -291,7 +291,7 @@ impl CollectiveReport {
                 ),
             ));
             rows.push((
-                "steps whose slowest flow shared an uplink".into(),
+                "steps whose slowest shared an uplink".into(),
                 format!("{} of {}", self.collided_steps(), self.steps.len()),
             ));
         }

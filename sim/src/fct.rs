@@ -152,6 +152,9 @@ impl FctOpts {
     }
 }
 
+/// How long flows may run after the last arrival, ps (1 s).
+pub const DRAIN_LIMIT_PS: Ps = 1_000_000_000_000;
+
 /// Upper edges of the size buckets, bytes (the last is open).
 pub const BUCKETS: [u64; 4] = [10_000, 100_000, 1_000_000, 10_000_000];
 
@@ -298,11 +301,14 @@ pub fn run(o: &FctOpts, progress: Option<ProgressFn>) -> Result<FctReport, SimEr
     let mut records = Vec::new();
     let mut all_flows = Vec::new();
     let mut bad_flows = 0usize;
+    let mut last_arrival: Ps = 0;
     loop {
         let arrival = (started < o.flows)
             .then_some(next.round() as Ps)
             .filter(|&t| limit_ps.map_or(true, |l| t <= l));
-        let until = arrival.unwrap_or(Ps::MAX);
+        // After the last arrival, flows get a simulated second to finish
+        // (a PFC deadlock keeps refreshing its pauses forever).
+        let until = arrival.unwrap_or(last_arrival.saturating_add(DRAIN_LIMIT_PS));
         match fab.run_until_done(until) {
             Some(d) => {
                 let Some((size, ideal)) = live.get_mut(d.flow).and_then(Option::take) else {
@@ -326,6 +332,7 @@ pub fn run(o: &FctOpts, progress: Option<ProgressFn>) -> Result<FctReport, SimEr
                     break;
                 };
                 fab.run_until(t);
+                last_arrival = t;
                 let src = rng.below(n as u64) as usize;
                 let mut dst = rng.below(n as u64 - 1) as usize;
                 if dst >= src {

@@ -624,8 +624,17 @@ where
             .y_label_area_size(50)
             .build_cartesian_2d((1f64..x_max).log_scale(), 0f64..1.0)
             .map_err(draw_err)?;
+        let fmt = |x: &f64| {
+            if *x >= 10.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.1}")
+            }
+        };
         chart
             .configure_mesh()
+            .x_labels(8)
+            .x_label_formatter(&fmt)
             .x_desc("slowdown (FCT / ideal), log scale")
             .y_desc("fraction of flows")
             .label_style(("sans-serif", 12))
@@ -634,12 +643,12 @@ where
         for (r, v) in reports.iter().zip(&sets) {
             let n = v.len().max(1) as f64;
             let col = mode_colour(r.mode);
-            // At most ~600 points per line (every k-th rank, and the last).
-            let k = v.len().div_ceil(600).max(1);
+            // At most ~600 points per line (every few ranks, and the last).
+            let every = v.len().div_ceil(600).max(1);
             let pts: Vec<(f64, f64)> = v
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| i % k == 0 || i + 1 == v.len())
+                .filter(|(i, _)| i % every == 0 || i + 1 == v.len())
                 .map(|(i, x)| (*x, (i + 1) as f64 / n))
                 .collect();
             chart
