@@ -110,7 +110,8 @@ pub struct SimArgs {
     /// Run the leaf-spine scenario under every mode and compare.
     #[arg(long)]
     pub compare: bool,
-    /// Traffic time, microseconds (single-switch scenarios; fct: arrivals).
+    /// Traffic time, microseconds [default: 5000; fct: no limit, flows
+    /// arrive until --flows have started].
     #[arg(long)]
     pub duration_us: Option<u64>,
     /// Start of the measurement window, microseconds [default: half the

@@ -356,8 +356,8 @@ fn columns(v: &[f64], n: usize) -> Vec<f64> {
 
 /// A heat map of per-link pause: one row per link (the `max_rows` most
 /// paused), one column per time bin (aggregated), white =
-/// never paused in the bin, dark red = paused all of it (columns of
-/// 150 at most).
+/// never paused in the bin, dark red = paused all of it (80 columns at
+/// most; cells paused under 1 % of the time left white).
 fn pause_heat_map<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     caption: &str,
@@ -376,7 +376,7 @@ where
     rows.truncate(max_rows);
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     let nbins = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(1);
-    let cols = 150usize.min(nbins);
+    let cols = 80usize.min(nbins);
     let col_us = bin_us * nbins.div_ceil(cols) as f64;
     let t_max = col_us * nbins.div_ceil(nbins.div_ceil(cols)) as f64;
     let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
@@ -409,7 +409,7 @@ where
             .draw_series(
                 c.iter()
                     .enumerate()
-                    .filter(|(_, f)| **f > 0.0)
+                    .filter(|(_, f)| **f >= 0.01)
                     .map(|(j, f)| {
                         let f = f.clamp(0.0, 1.0);
                         let shade = RGBColor(
@@ -541,7 +541,7 @@ where
             ),
             &r.net.pause_map,
             r.net.bin_us,
-            40,
+            24,
         )?;
     }
     Ok(())
@@ -669,7 +669,7 @@ where
             ),
             &r.net.pause_map,
             r.net.bin_us,
-            40,
+            24,
         )?;
     }
     Ok(())
