@@ -22,9 +22,9 @@ use roce_stack::wire::ext::{
 use roce_stack::wire::grh::GrhRepr;
 use roce_stack::wire::pfc::MacControl;
 use roce_stack::wire::{
-    classify, Error, EthRepr, ExtHeader, ExtHeaders, Frame, GrhPacket, IcrcStatus,
-    Ipv4Repr, Ipv6Repr, NetInfo, NetRepr, Opcode, PacketRepr, ParseMode, RocePacket, UdpChecksum,
-    UdpRepr, VlanTag,
+    classify, Error, EthRepr, ExtHeader, ExtHeaders, Frame, GrhPacket, IcrcStatus, Ipv4Repr,
+    Ipv6Repr, NetInfo, NetRepr, Opcode, PacketRepr, ParseMode, RocePacket, UdpChecksum, UdpRepr,
+    VlanTag,
 };
 
 fn cases(default: u32) -> u32 {

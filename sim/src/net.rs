@@ -197,20 +197,6 @@ pub fn ecmp_index(frame: &[u8], n: usize) -> usize {
     (ecmp_hash(frame) % n as u32) as usize
 }
 
-/// RFC 1071 Internet checksum of `data` (an even number of bytes).
-pub fn internet_checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for w in data.chunks(2) {
-        let hi = u32::from(w[0]) << 8;
-        let lo = u32::from(w.get(1).copied().unwrap_or(0));
-        sum += hi | lo;
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// Set the ECN field of an ECT frame (ECT(0) or ECT(1)) to CE (11), as a
 /// RED/ECN switch does (RFC 3168 §5), and for IPv4 recompute the header
 /// checksum (RFC 1071 over the IHL·4 header bytes). The ICRC needs no change:
@@ -237,7 +223,7 @@ pub fn mark_ce(frame: &mut [u8]) -> bool {
             frame[off + 1] = tos | 3;
             frame[off + 10] = 0;
             frame[off + 11] = 0;
-            let c = internet_checksum(&frame[off..off + ihl]);
+            let c = roce_stack::wire::checksum::checksum(&frame[off..off + ihl]);
             frame[off + 10..off + 12].copy_from_slice(&c.to_be_bytes());
             true
         }
@@ -298,10 +284,10 @@ mod tests {
             0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
             0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
         ];
-        assert_eq!(internet_checksum(&h), 0xb861);
+        assert_eq!(roce_stack::wire::checksum::checksum(&h), 0xb861);
         h[10] = 0xb8;
         h[11] = 0x61;
-        assert_eq!(internet_checksum(&h), 0);
+        assert_eq!(roce_stack::wire::checksum::checksum(&h), 0);
     }
 
     #[test]
