@@ -14,28 +14,35 @@ use crate::transport::rc::completer::CompState;
 use crate::transport::rc::requester::ReqState;
 use crate::transport::rc::responder::RespState;
 
-/// A send queue entry: the work request plus the requester's bookkeeping.
-#[derive(Debug, Clone)]
+/// A send queue entry: the work request plus the requester's bookkeeping,
+/// in one 64-byte line (`repr(C, align(64))`): every field a packet of a
+/// SEND, WRITE, READ or ATOMIC reads, the first (usually only) SGE
+/// included. The requester reads a slot some hundreds of WQEs after
+/// `post_send` wrote it, mostly from L2, so the line count is the cost.
+/// What few WQEs carry lives beside the ring, per slot ([`SendSide`]):
+/// gather lists of more than one SGE, inline data, atomic operands, UD
+/// destinations.
+#[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
 pub(crate) struct SendWqe {
-    // The fields every packet of a SEND/WRITE reads come first, in one
-    // 64-byte line (`repr(C, align(64))` keeps them there): the requester
-    // reads a slot some hundreds of WQEs after `post_send` wrote it, mostly
-    // from L2, and with the compiler's field order its reads touched four
-    // of the slot's seven lines.
     pub wr_id: u64,
     pub remote_addr: u64,
-    pub num_sge: usize,
+    /// The gather (or, for READ and atomics, scatter) list when it has one
+    /// element; with more, the list is in [`SendSide`].
+    pub sge: Sge,
     pub total_len: u32,
     pub rkey: u32,
-    pub imm: u32,
-    pub inv_rkey: u32,
+    /// Immediate data (`*_WITH_IMM`, sent as given) or the R_Key to
+    /// invalidate (`SEND_WITH_INV`): no opcode carries both.
+    pub imm_or_inv: u32,
     /// PSN of the first packet, once the WQE has been sent.
     pub first_psn: Psn,
     /// PSNs the WQE occupies (READ: response packets).
     pub npkts: u32,
     pub flags: SendFlags,
     pub opcode: WrOpcode,
+    /// Elements of the gather list (at most [`MAX_SGE`]).
+    pub num_sge: u8,
     /// Whether `first_psn`/`npkts` are assigned.
     pub started: bool,
     /// Whether the whole WQE has been handed to the wire at least once.
@@ -44,32 +51,22 @@ pub(crate) struct SendWqe {
     /// for a bad lkey): the WQE is not sent further and completes with this
     /// status once everything before it is acknowledged.
     pub local_err: Option<WcStatus>,
-    pub compare_add: u64,
-    pub sges: [Sge; MAX_SGE],
-    pub swap: u64,
-    pub inline: Vec<u8>,
-    pub ud: Option<UdDest>,
 }
 
 impl Default for SendWqe {
     fn default() -> Self {
         SendWqe {
             wr_id: 0,
-            opcode: WrOpcode::Send,
-            flags: SendFlags::empty(),
-            sges: [Sge::default(); MAX_SGE],
-            num_sge: 0,
-            inline: Vec::new(),
-            total_len: 0,
-            imm: 0,
-            inv_rkey: 0,
             remote_addr: 0,
+            sge: Sge::default(),
+            total_len: 0,
             rkey: 0,
-            compare_add: 0,
-            swap: 0,
-            ud: None,
+            imm_or_inv: 0,
             first_psn: Psn::default(),
             npkts: 0,
+            flags: SendFlags::empty(),
+            opcode: WrOpcode::Send,
+            num_sge: 0,
             started: false,
             sent: false,
             local_err: None,
@@ -78,9 +75,6 @@ impl Default for SendWqe {
 }
 
 impl SendWqe {
-    pub fn sges(&self) -> &[Sge] {
-        &self.sges[..self.num_sge]
-    }
     pub fn last_psn(&self) -> Psn {
         self.first_psn.add(self.npkts.saturating_sub(1))
     }
@@ -89,19 +83,99 @@ impl SendWqe {
     }
 }
 
-/// A receive queue entry.
+/// A receive queue entry (40 bytes; a list of more than one SGE lives in
+/// the ring's [`SgeTable`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct RecvWqe {
     pub wr_id: u64,
-    pub sges: [Sge; MAX_SGE],
-    pub num_sge: usize,
+    /// The scatter list when it has one element.
+    pub sge: Sge,
     pub total_len: u64,
+    pub num_sge: u32,
 }
 
-impl RecvWqe {
-    pub fn sges(&self) -> &[Sge] {
-        &self.sges[..self.num_sge]
+/// The scatter/gather lists of more than one element of a ring's WQEs,
+/// `stride` (the queue's `max_*_sge`) per slot; empty for queues created
+/// with `max_*_sge` <= 1, whose WQEs keep their one SGE in the slot.
+#[derive(Debug, Default)]
+pub(crate) struct SgeTable {
+    sges: Box<[Sge]>,
+    stride: usize,
+}
+
+impl SgeTable {
+    fn new(slots: usize, max_sge: u32) -> SgeTable {
+        if max_sge <= 1 {
+            return SgeTable::default();
+        }
+        let stride = max_sge as usize;
+        SgeTable {
+            sges: vec![Sge::default(); slots * stride].into_boxed_slice(),
+            stride,
+        }
     }
+
+    /// The list of `n` elements of slot `slot`, whose first is `first`.
+    #[inline(always)]
+    fn list<'a>(&'a self, slot: usize, first: &'a Sge, n: usize) -> &'a [Sge] {
+        if n <= 1 {
+            &core::slice::from_ref(first)[..n]
+        } else {
+            let at = slot * self.stride;
+            self.sges.get(at..at + n).unwrap_or(&[])
+        }
+    }
+
+    /// Store `list` for slot `slot` (a one-element list in `first`).
+    #[inline(always)]
+    fn store(&mut self, slot: usize, first: &mut Sge, list: &[Sge]) {
+        match list {
+            [] => {}
+            [s] => *first = *s,
+            _ => {
+                let at = slot * self.stride;
+                if let Some(d) = self.sges.get_mut(at..at + list.len()) {
+                    d.copy_from_slice(list);
+                }
+            }
+        }
+    }
+}
+
+/// What some send WQEs carry beyond their slot, per slot: the gather lists
+/// of more than one SGE, inline data (`max_inline_data` bytes per slot,
+/// only for queues created with inline room), the operands of atomics
+/// (allocated at the first atomic posted) and UD destinations (UD QPs
+/// only).
+#[derive(Debug, Default)]
+pub(crate) struct SendSide {
+    sges: SgeTable,
+    inline: Box<[u8]>,
+    inline_stride: usize,
+    /// Compare (or add) and swap operands.
+    atomic: Vec<[u64; 2]>,
+    ud: Box<[Option<UdDest>]>,
+}
+
+/// Bytes a send queue of `slots` slots holds beside the ring for `cap`.
+fn send_side_bytes(slots: u64, cap: &QpCap, ud: bool, atomics: bool) -> u64 {
+    use std::mem::size_of;
+    let sge = if cap.max_send_sge > 1 {
+        u64::from(cap.max_send_sge) * size_of::<Sge>() as u64
+    } else {
+        0
+    };
+    let ud = if ud {
+        size_of::<Option<UdDest>>() as u64
+    } else {
+        0
+    };
+    let atomic = if atomics {
+        size_of::<[u64; 2]>() as u64
+    } else {
+        0
+    };
+    slots * (sge + u64::from(cap.max_inline_data) + ud + atomic)
 }
 
 /// A fixed-capacity ring addressed by absolute 64-bit indices: slots are
@@ -140,6 +214,15 @@ impl<T: Default + Clone> Ring<T> {
     }
     pub fn head(&self) -> u64 {
         self.head
+    }
+    /// Slots in the array (a power of two).
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+    /// The slot of absolute index `i`.
+    #[inline(always)]
+    pub fn slot_of(&self, i: u64) -> usize {
+        (i & self.mask) as usize
     }
     /// The slot at absolute index `i`, if it is in `[head, tail)`.
     pub fn get(&self, i: u64) -> Option<&T> {
@@ -192,7 +275,11 @@ pub struct Qp {
     pub(crate) pmtu: u32,
     pub(crate) udp_sport: u16,
     pub(crate) sq: Ring<SendWqe>,
+    /// What send WQEs carry beyond their slot.
+    pub(crate) sq_side: SendSide,
     pub(crate) rq: Ring<RecvWqe>,
+    /// Receive scatter lists of more than one SGE.
+    pub(crate) rq_sges: SgeTable,
     pub(crate) req: ReqState,
     pub(crate) comp: CompState,
     pub(crate) resp: RespState,
@@ -226,9 +313,17 @@ impl QpInitAttr {
         use crate::transport::rc::responder::{Resource, RespItem};
         use std::mem::size_of;
         let ring = |n: u32| u64::from(n.max(1)).next_power_of_two();
-        let sq = ring(self.cap.max_send_wr)
-            * (size_of::<SendWqe>() as u64 + u64::from(self.cap.max_inline_data));
-        let rq = ring(self.cap.max_recv_wr) * size_of::<RecvWqe>() as u64;
+        let sq_slots = ring(self.cap.max_send_wr);
+        let rc = self.qp_type == QpType::Rc;
+        let ud = self.qp_type == QpType::Ud;
+        let sq = sq_slots * size_of::<SendWqe>() as u64
+            + send_side_bytes(sq_slots, &self.cap, ud, rc);
+        let rq_sge = if self.cap.max_recv_sge > 1 {
+            u64::from(self.cap.max_recv_sge) * size_of::<Sge>() as u64
+        } else {
+            0
+        };
+        let rq = ring(self.cap.max_recv_wr) * (size_of::<RecvWqe>() as u64 + rq_sge);
         let res = u64::from(max_dest_rd_atomic.max(1)).next_power_of_two();
         let resp =
             res * size_of::<Resource>() as u64 + (2 * res + 4) * size_of::<RespItem>() as u64;
@@ -239,11 +334,24 @@ impl QpInitAttr {
 
 impl Qp {
     pub(crate) fn new(qpn: u32, pd: u32, init: &QpInitAttr, cc: &CcConfig) -> Qp {
-        let mut sq = Ring::<SendWqe>::new(init.cap.max_send_wr as usize);
-        // Inline buffers are allocated once here, never on post.
-        for s in sq.slots.iter_mut() {
-            s.inline = Vec::with_capacity(init.cap.max_inline_data as usize);
-        }
+        let sq = Ring::<SendWqe>::new(init.cap.max_send_wr as usize);
+        let rq = Ring::<RecvWqe>::new(init.cap.max_recv_wr as usize);
+        // Side storage is allocated once here, never on post (but the
+        // atomic operands, at the first atomic).
+        let n = sq.slots();
+        let inline_stride = init.cap.max_inline_data as usize;
+        let sq_side = SendSide {
+            sges: SgeTable::new(n, init.cap.max_send_sge),
+            inline: vec![0u8; n * inline_stride].into_boxed_slice(),
+            inline_stride,
+            atomic: Vec::new(),
+            ud: if init.qp_type == QpType::Ud {
+                vec![None; n].into_boxed_slice()
+            } else {
+                Box::default()
+            },
+        };
+        let rq_sges = SgeTable::new(rq.slots(), init.cap.max_recv_sge);
         Qp {
             qpn,
             qp_type: init.qp_type,
@@ -257,7 +365,9 @@ impl Qp {
             pmtu: 1024,
             udp_sport: 0xC000,
             sq,
-            rq: Ring::new(init.cap.max_recv_wr as usize),
+            sq_side,
+            rq,
+            rq_sges,
             req: ReqState::default(),
             comp: CompState::default(),
             resp: RespState::new(1),
@@ -329,13 +439,64 @@ impl Qp {
     /// external memory under it).
     pub(crate) fn references_lkey(&self, lkey: u32) -> bool {
         let sq = (self.sq.head()..self.sq.head() + self.sq.len())
-            .filter_map(|i| self.sq.get(i))
-            .any(|w| {
-                !w.flags.contains(SendFlags::INLINE) && w.sges().iter().any(|s| s.lkey == lkey)
-            });
+            .filter(|&i| {
+                self.sq
+                    .get(i)
+                    .is_some_and(|w| !w.flags.contains(SendFlags::INLINE))
+            })
+            .any(|i| self.sq_sges(i).iter().any(|s| s.lkey == lkey));
         sq || (self.rq.head()..self.rq.head() + self.rq.len())
-            .filter_map(|i| self.rq.get(i))
-            .any(|w| w.sges().iter().any(|s| s.lkey == lkey))
+            .any(|i| self.rq_sges(i).iter().any(|s| s.lkey == lkey))
+    }
+
+    /// The gather (scatter) list of send WQE `i`; empty if `i` is not
+    /// queued.
+    #[inline(always)]
+    pub(crate) fn sq_sges(&self, i: u64) -> &[Sge] {
+        match self.sq.get(i) {
+            Some(w) => self
+                .sq_side
+                .sges
+                .list(self.sq.slot_of(i), &w.sge, usize::from(w.num_sge)),
+            None => &[],
+        }
+    }
+
+    /// The inline payload of send WQE `i`, if it was posted with
+    /// `IBV_SEND_INLINE`.
+    #[inline(always)]
+    pub(crate) fn sq_inline(&self, i: u64) -> Option<&[u8]> {
+        let w = self.sq.get(i)?;
+        if !w.flags.contains(SendFlags::INLINE) {
+            return None;
+        }
+        let at = self.sq.slot_of(i) * self.sq_side.inline_stride;
+        self.sq_side.inline.get(at..at + w.total_len as usize)
+    }
+
+    /// The compare (or add) and swap operands of atomic WQE `i`.
+    pub(crate) fn sq_atomic(&self, i: u64) -> [u64; 2] {
+        self.sq_side
+            .atomic
+            .get(self.sq.slot_of(i))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The destination of UD send WQE `i`.
+    pub(crate) fn sq_ud(&self, i: u64) -> Option<UdDest> {
+        self.sq_side.ud.get(self.sq.slot_of(i)).copied().flatten()
+    }
+
+    /// The scatter list of receive WQE `i`; empty if `i` is not queued.
+    #[inline(always)]
+    pub(crate) fn rq_sges(&self, i: u64) -> &[Sge] {
+        match self.rq.get(i) {
+            Some(w) => self
+                .rq_sges
+                .list(self.rq.slot_of(i), &w.sge, w.num_sge as usize),
+            None => &[],
+        }
     }
 
     /// Reset every queue and transport state (modify to RESET; CASES R22).
@@ -391,40 +552,60 @@ impl Qp {
             return Err(VerbsError::TooLarge);
         }
         let sig_all = self.sq_sig_all;
-        let slot = self.sq.next_slot().ok_or(VerbsError::QueueFull)?;
-        slot.wr_id = wr.wr_id;
-        slot.opcode = wr.opcode;
-        slot.flags = wr.send_flags;
-        if sig_all {
-            slot.flags |= SendFlags::SIGNALED;
+        let i = self.sq.tail;
+        let slot = self.sq.slot_of(i);
+        if wr.opcode.is_atomic() && self.sq_side.atomic.is_empty() {
+            self.sq_side.atomic = vec![[0; 2]; self.sq.slots()];
         }
-        slot.num_sge = wr.sg_list.len();
-        if let ([d, ..], [sge]) = (&mut slot.sges, wr.sg_list) {
-            // The common single-SGE WR: a 16-byte store, not a memcpy call.
-            *d = *sge;
-        } else {
-            slot.sges[..wr.sg_list.len()].copy_from_slice(wr.sg_list);
+        if self.sq.is_full() {
+            return Err(VerbsError::QueueFull);
         }
-        slot.inline.clear();
+        let side = &mut self.sq_side;
         if inline {
-            slot.inline.extend_from_slice(wr.inline_data);
+            let at = slot * side.inline_stride;
+            if let Some(d) = side.inline.get_mut(at..at + wr.inline_data.len()) {
+                d.copy_from_slice(wr.inline_data);
+            }
         }
-        slot.total_len = if wr.opcode.is_atomic() {
-            8
-        } else {
-            total_len as u32
+        if wr.opcode.is_atomic() {
+            if let Some(a) = side.atomic.get_mut(slot) {
+                *a = [wr.compare_add, wr.swap];
+            }
+        }
+        if let Some(u) = side.ud.get_mut(slot) {
+            *u = wr.ud;
+        }
+        let w = self.sq.next_slot().ok_or(VerbsError::QueueFull)?;
+        let mut flags = wr.send_flags;
+        if sig_all {
+            flags |= SendFlags::SIGNALED;
+        }
+        let mut sge = Sge::default();
+        side.sges.store(slot, &mut sge, wr.sg_list);
+        *w = SendWqe {
+            wr_id: wr.wr_id,
+            remote_addr: wr.remote_addr,
+            sge,
+            total_len: if wr.opcode.is_atomic() {
+                8
+            } else {
+                total_len as u32
+            },
+            rkey: wr.rkey,
+            imm_or_inv: if wr.opcode == WrOpcode::SendWithInv {
+                wr.invalidate_rkey
+            } else {
+                wr.imm_data
+            },
+            first_psn: Psn::default(),
+            npkts: 0,
+            flags,
+            opcode: wr.opcode,
+            num_sge: wr.sg_list.len() as u8,
+            started: false,
+            sent: false,
+            local_err: None,
         };
-        slot.imm = wr.imm_data;
-        slot.inv_rkey = wr.invalidate_rkey;
-        slot.remote_addr = wr.remote_addr;
-        slot.rkey = wr.rkey;
-        slot.compare_add = wr.compare_add;
-        slot.swap = wr.swap;
-        slot.ud = wr.ud;
-        slot.started = false;
-        slot.sent = false;
-        slot.local_err = None;
-        slot.npkts = 0;
         self.sq.commit_push();
         Ok(())
     }
@@ -434,16 +615,16 @@ impl Qp {
         if wr.sg_list.len() > self.cap.max_recv_sge as usize || wr.sg_list.len() > MAX_SGE {
             return Err(VerbsError::TooLarge);
         }
-        let slot = self.rq.next_slot().ok_or(VerbsError::QueueFull)?;
-        slot.wr_id = wr.wr_id;
-        slot.num_sge = wr.sg_list.len();
-        if let ([d, ..], [sge]) = (&mut slot.sges, wr.sg_list) {
-            // The common single-SGE WR: a 16-byte store, not a memcpy call.
-            *d = *sge;
-        } else {
-            slot.sges[..wr.sg_list.len()].copy_from_slice(wr.sg_list);
-        }
-        slot.total_len = wr.sg_list.iter().map(|s| s.length as u64).sum();
+        let slot = self.rq.slot_of(self.rq.tail);
+        let w = self.rq.next_slot().ok_or(VerbsError::QueueFull)?;
+        let mut sge = Sge::default();
+        self.rq_sges.store(slot, &mut sge, wr.sg_list);
+        *w = RecvWqe {
+            wr_id: wr.wr_id,
+            sge,
+            total_len: wr.sg_list.iter().map(|s| s.length as u64).sum(),
+            num_sge: wr.sg_list.len() as u32,
+        };
         self.rq.commit_push();
         Ok(())
     }
@@ -456,9 +637,10 @@ mod layout_tests {
 
     /// The per-packet fields share the slot's first line (see `SendWqe`).
     #[test]
-    fn send_wqe_hot_fields_fit_the_first_line() {
+    fn send_wqe_is_one_line() {
         assert_eq!(core::mem::align_of::<SendWqe>(), 64);
         assert!(offset_of!(SendWqe, local_err) < 64);
-        assert_eq!(offset_of!(SendWqe, sges), 64);
+        assert_eq!(core::mem::size_of::<SendWqe>(), 64);
+        assert_eq!(core::mem::size_of::<super::RecvWqe>(), 40);
     }
 }

@@ -32,10 +32,10 @@ pub const GRH_AREA_LEN: usize = 40;
 pub(crate) fn produce(qp: &mut Qp, ctx: &mut DeviceInner, buf: &mut [u8]) -> Option<usize> {
     loop {
         let head = qp.sq.head();
-        let w = qp.sq.get(head)?;
-        let ud = w.ud?;
+        let w = *qp.sq.get(head)?;
+        let ud = qp.sq_ud(head)?;
         if w.total_len > qp.pmtu {
-            let wc = send_wc(qp.qpn, w, WcStatus::LocLenErr);
+            let wc = send_wc(qp.qpn, &w, WcStatus::LocLenErr);
             ctx.complete(qp.send_cq, wc);
             qp.sq.pop();
             qp.req.wqe = qp.sq.head();
@@ -56,7 +56,7 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut DeviceInner, buf: &mut [u8]) -> Opt
             ..ExtHeaders::default()
         };
         let op = if imm {
-            ext.immdt = Some(w.imm);
+            ext.immdt = Some(w.imm_or_inv);
             Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
         } else {
             Opcode::UD_SEND_ONLY
@@ -73,19 +73,15 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut DeviceInner, buf: &mut [u8]) -> Opt
             ext,
         };
         let off = repr.emit_headers(buf, len).ok()?;
-        let inline = w
-            .flags
-            .contains(SendFlags::INLINE)
-            .then_some(w.inline.as_slice());
         let out = buf.get_mut(off..off + len)?;
-        if gather(ctx, qp.pd, w.sges(), inline, 0, out).is_err() {
+        if gather(ctx, qp.pd, qp.sq_sges(head), qp.sq_inline(head), 0, out).is_err() {
             crate::transport::fail_head(qp, ctx, WcStatus::LocProtErr);
             return None;
         }
         let n = repr.finalize(buf, len).ok()?;
         ctx.counters.rdma_sends += 1;
         if w.signaled() {
-            let wc = send_wc(qp.qpn, w, WcStatus::Success);
+            let wc = send_wc(qp.qpn, &w, WcStatus::Success);
             ctx.complete(qp.send_cq, wc);
         }
         qp.sq.pop();
@@ -125,8 +121,9 @@ pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut DeviceInner, pkt: &RocePacke
             NetworkHdrType::Ipv6
         }
     };
-    if scatter(ctx, qp.pd, r.sges(), 0, &grh).is_err()
-        || scatter(ctx, qp.pd, r.sges(), GRH_AREA_LEN as u64, pkt.payload()).is_err()
+    let head = qp.rq.head();
+    if scatter(ctx, qp.pd, qp.rq_sges(head), 0, &grh).is_err()
+        || scatter(ctx, qp.pd, qp.rq_sges(head), GRH_AREA_LEN as u64, pkt.payload()).is_err()
     {
         let wc = recv_wc(qp.qpn, r.wr_id, WcStatus::LocProtErr);
         ctx.complete(qp.recv_cq, wc);

@@ -408,14 +408,7 @@ pub(crate) fn handle_response(
                 return false;
             }
             // The original value is stored in host byte order (ROCEV2-DIGEST §5).
-            let (sges, n) = {
-                let w = qp.sq.get(head).map(|w| (w.sges, w.num_sge));
-                match w {
-                    Some(x) => x,
-                    None => return false,
-                }
-            };
-            if scatter(ctx, qp.pd, &sges[..n], 0, &orig.to_ne_bytes()).is_err() {
+            if scatter(ctx, qp.pd, qp.sq_sges(head), 0, &orig.to_ne_bytes()).is_err() {
                 fail_head(qp, ctx, WcStatus::LocProtErr);
                 return true;
             }
@@ -489,9 +482,7 @@ fn read_response(
         ctx.counters.resp_unexpected += 1;
         return false;
     }
-    let sges = w.sges;
-    let n = w.num_sge;
-    if scatter(ctx, qp.pd, &sges[..n], offset as u64, pkt.payload()).is_err() {
+    if scatter(ctx, qp.pd, qp.sq_sges(head), offset as u64, pkt.payload()).is_err() {
         fail_head(qp, ctx, WcStatus::LocProtErr);
         return true;
     }

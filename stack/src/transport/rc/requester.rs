@@ -33,7 +33,7 @@ use crate::resources::types::{QpState, QpType, WcStatus};
 use crate::resources::wr::{SendFlags, WrOpcode};
 use crate::time::Instant;
 use crate::transport::psn::{Psn, PSN_MASK};
-use crate::transport::qp::{Qp, SendWqe};
+use crate::transport::qp::Qp;
 use crate::transport::{ack_timeout, fail_head, gather, send_wc};
 use crate::wire::ext::{AtomicEthRepr, RethRepr};
 use crate::wire::opcode::{OpKind, Position};
@@ -207,11 +207,12 @@ pub(crate) fn produce(
         }
         WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
             let cmp = opcode == WrOpcode::AtomicCmpAndSwp;
+            let [compare_add, swap] = qp.sq_atomic(idx);
             ext.atomic_eth = Some(AtomicEthRepr {
                 va: wqe.remote_addr,
                 rkey: wqe.rkey,
-                swap_add: if cmp { wqe.swap } else { wqe.compare_add },
-                compare: if cmp { wqe.compare_add } else { 0 },
+                swap_add: if cmp { swap } else { compare_add },
+                compare: if cmp { compare_add } else { 0 },
             });
             let op = if cmp {
                 Opcode::RC_COMPARE_SWAP
@@ -239,10 +240,10 @@ pub(crate) fn produce(
             }
             // ImmDt and IETH travel in the last packet only (CASES R19, R20).
             if imm && last {
-                ext.immdt = Some(wqe.imm);
+                ext.immdt = Some(wqe.imm_or_inv);
             }
             if inv && last {
-                ext.ieth = Some(wqe.inv_rkey);
+                ext.ieth = Some(wqe.imm_or_inv);
             }
             let op = SEGMENT_OPCODES[usize::from(!rc)][segmented_index(opcode)]
                 [position_index(first, last)]?;
@@ -281,10 +282,8 @@ pub(crate) fn produce(
     let (frame_len, zc) = if let Some(off) = fast {
         // The payload, then pad, ICRC and the Ethernet minimum, as
         // `PacketRepr::finalize` writes them for a zero UDP checksum.
-        let wqe = qp.sq.get(idx)?;
         let out = buf.get_mut(off..off + len as usize)?;
-        let inl = inline_of(flags, wqe);
-        if gather(ctx, qp.pd, wqe.sges(), inl, offset, out).is_err() {
+        if gather(ctx, qp.pd, qp.sq_sges(idx), qp.sq_inline(idx), offset, out).is_err() {
             local_prot_err(qp, ctx, idx, rc);
             return None;
         }
@@ -320,8 +319,7 @@ pub(crate) fn produce(
         let zc = if inline {
             None
         } else {
-            let wqe = qp.sq.get(idx)?;
-            crate::transport::shared_sge_range(ctx, qp.pd, wqe.sges(), offset, len as usize)
+            crate::transport::shared_sge_range(ctx, qp.pd, qp.sq_sges(idx), offset, len as usize)
                 .and_then(|(mem, start)| {
                     crate::transport::finish_gather(&repr, buf, off, mem, start, len as usize)
                 })
@@ -329,9 +327,8 @@ pub(crate) fn produce(
         let gathered = if zc.is_some() {
             Ok(())
         } else {
-            let wqe = qp.sq.get(idx)?;
             let out = buf.get_mut(off..off + len as usize)?;
-            gather(ctx, qp.pd, wqe.sges(), inline_of(flags, wqe), offset, out)
+            gather(ctx, qp.pd, qp.sq_sges(idx), qp.sq_inline(idx), offset, out)
         };
         if gathered.is_err() {
             local_prot_err(qp, ctx, idx, rc);
@@ -395,13 +392,6 @@ pub(crate) fn produce(
         ctx.zc.frame = zc;
     }
     Some(frame_len)
-}
-
-/// The inline payload of `wqe`, if it was posted with `IBV_SEND_INLINE`.
-fn inline_of(flags: SendFlags, wqe: &SendWqe) -> Option<&[u8]> {
-    flags
-        .contains(SendFlags::INLINE)
-        .then_some(wqe.inline.as_slice())
 }
 
 /// A bad lkey, range or rights in the gather list (rxe `LOC_PROT_ERR`):

@@ -61,7 +61,8 @@ fn execute_send(qp: &mut Qp, ctx: &mut DeviceInner, r: &Req<'_, '_>) -> Next {
     if qp.resp.recv_offset + r.plen as u64 > w.total_len {
         return Next::Error(RespError::RecvTooLong);
     }
-    if scatter(ctx, qp.pd, w.sges(), qp.resp.recv_offset, pkt.payload()).is_err() {
+    let head = qp.rq.head();
+    if scatter(ctx, qp.pd, qp.rq_sges(head), qp.resp.recv_offset, pkt.payload()).is_err() {
         // Malformed receive WQE (bad lkey, range or rights): class A,
         // NAK remote operational error, LOC_QP_OP_ERR (rxe).
         return Next::Error(RespError::MalformedWqe);
