@@ -174,10 +174,12 @@ impl CcConfig {
 
 /// Congestion-control state of one QP (in the QP; its timers, the
 /// reaction point's next event and the pacer release, are in the QP's timer
-/// table).
+/// table). The reaction point is allocated at the QP's first CNP: until
+/// then it is the idle one every QP starts with (`ReactionPoint::new` of
+/// the device's configuration), and an idle QP does not carry one.
 #[derive(Debug, Clone)]
 pub(crate) struct QpCc {
-    pub rp: ReactionPoint,
+    pub rp: Option<Box<ReactionPoint>>,
     pub pacer: Pacer,
     /// Whether the device counts this QP as paced (mirrors `rp.is_active()`
     /// after every RP call).
@@ -187,9 +189,20 @@ pub(crate) struct QpCc {
 impl QpCc {
     pub fn new(cfg: &CcConfig) -> QpCc {
         QpCc {
-            rp: ReactionPoint::new(cfg.dcqcn, cfg.line_rate_mbps),
+            rp: None,
             pacer: Pacer::new(cfg.pacer_burst_bytes),
             paced: false,
         }
+    }
+
+    /// The reaction point, allocated (idle) at the first call.
+    pub fn rp_mut(&mut self, cfg: &CcConfig) -> &mut ReactionPoint {
+        self.rp
+            .get_or_insert_with(|| Box::new(ReactionPoint::new(cfg.dcqcn, cfg.line_rate_mbps)))
+    }
+
+    /// Whether the reaction point is active (the QP is rate limited).
+    pub fn rp_active(&self) -> bool {
+        self.rp.as_ref().is_some_and(|r| r.is_active())
     }
 }

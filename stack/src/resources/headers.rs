@@ -140,6 +140,8 @@ pub(crate) enum Dir {
 /// The reprs of a QP's packets and what they were built from.
 #[derive(Debug, Clone, Copy)]
 struct Flow {
+    /// What it was built from (debug builds check it is still the QP's).
+    #[cfg(debug_assertions)]
     av: AddressVector,
     sport: u16,
     eth: EthRepr,
@@ -160,12 +162,12 @@ const FAST_HDR_MAX: usize = 18 + 20 + 8 + bth::HEADER_LEN + 16;
 struct Template {
     bytes: [u8; TEMPLATE_MAX],
     /// Bytes of Ethernet through UDP; 0 = empty.
-    l4: usize,
+    l4: u8,
     /// Bytes in use: where the payload started.
-    hdr: usize,
+    hdr: u8,
     /// The frame length (before the Ethernet minimum) they were built for,
     /// which fixes the IP and UDP length fields.
-    end: usize,
+    end: u32,
     /// The request the whole header is for, when the fast path can reuse
     /// it.
     shape: Option<Shape>,
@@ -242,6 +244,7 @@ impl HeaderCache {
     ) -> Option<(usize, PacketRepr)> {
         let f = match &self.flow {
             Some(f) if f.sport == sport => {
+                #[cfg(debug_assertions)]
                 debug_assert!(f.av == *av);
                 f
             }
@@ -249,6 +252,7 @@ impl HeaderCache {
                 let (eth, net, udp) = flow_reprs(cfg, av, sport)?;
                 self.clear();
                 self.flow.insert(Flow {
+                    #[cfg(debug_assertions)]
                     av: *av,
                     sport,
                     eth,
@@ -303,7 +307,7 @@ impl HeaderCache {
         if f.sport != sport || s.opcode != op.0 || s.len != len || s.solicited != solicited {
             return None;
         }
-        let n = t.hdr;
+        let n = usize::from(t.hdr);
         let ip = l3_of(&f.eth);
         let bth_off = ip + ipv4::HEADER_LEN + udp::HEADER_LEN;
         let reth_len = if reth.is_some() { reth::HEADER_LEN } else { 0 };
@@ -396,8 +400,8 @@ impl Template {
         let ext_len = info.hdr_len as usize;
         let l4 = hdr - bth::HEADER_LEN - ext_len;
         let l3 = l3_of(&repr.eth);
-        let hit = self.l4 == l4
-            && self.end == end
+        let hit = usize::from(self.l4) == l4
+            && self.end as usize == end
             && !matches!(repr.net, NetRepr::Grh(_))
             && repr.ext.mask() == info.hdrs
             && buf.len() >= end.max(ETH_MIN_FRAME_LEN);
@@ -405,9 +409,9 @@ impl Template {
             let off = repr.emit_headers(buf, len).ok()?;
             if off <= TEMPLATE_MAX {
                 self.bytes[..off].copy_from_slice(buf.get(..off)?);
-                self.l4 = l4;
-                self.hdr = off;
-                self.end = end;
+                self.l4 = l4 as u8;
+                self.hdr = off as u8;
+                self.end = end as u32;
                 self.shape = None;
             }
             return Some((off, false));
@@ -447,7 +451,7 @@ impl Template {
                 return;
             };
             self.bytes[..off].copy_from_slice(hdr);
-            self.hdr = off;
+            self.hdr = off as u8;
         }
         self.shape = Some(Shape {
             opcode: repr.bth.opcode.0,

@@ -34,20 +34,37 @@ impl TimerKind {
 
 /// The deadlines of one QP, indexed by [`TimerKind`]; `None`: not armed.
 /// Changed only through [`TimerTable::set`] (and [`QpTimers::fired`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct QpTimers([Option<Instant>; TimerKind::COUNT]);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QpTimers([u64; TimerKind::COUNT]);
+
+/// A [`QpTimers`] slot that holds no deadline (nanoseconds; `Instant` is
+/// never that late).
+const UNARMED: u64 = u64::MAX;
+
+impl Default for QpTimers {
+    fn default() -> Self {
+        QpTimers([UNARMED; TimerKind::COUNT])
+    }
+}
 
 impl QpTimers {
     /// The deadline of timer `kind`.
     #[inline]
     pub fn get(&self, kind: TimerKind) -> Option<Instant> {
-        self.0[kind as usize]
+        let t = self.0[kind as usize];
+        (t != UNARMED).then_some(Instant::from_nanos(t))
     }
 
     /// Whether timer `kind` is armed.
     #[inline]
     pub fn is_armed(&self, kind: TimerKind) -> bool {
-        self.0[kind as usize].is_some()
+        self.0[kind as usize] != UNARMED
+    }
+
+    /// Set the deadline of timer `kind`.
+    #[inline]
+    fn put(&mut self, kind: TimerKind, at: Option<Instant>) {
+        self.0[kind as usize] = at.map_or(UNARMED, Instant::as_nanos);
     }
 
     /// The index entry `(t, kind)` of this QP was taken out as due: clear
@@ -56,9 +73,8 @@ impl QpTimers {
     /// [`TimerTable::set`], fires nothing).
     #[inline]
     pub fn fired(&mut self, kind: TimerKind, t: Instant) -> bool {
-        let slot = &mut self.0[kind as usize];
-        if *slot == Some(t) {
-            *slot = None;
+        if self.get(kind) == Some(t) {
+            self.put(kind, None);
             true
         } else {
             false
@@ -80,8 +96,10 @@ impl TimerTable {
     /// table is `slots`.
     #[inline]
     pub fn set(&mut self, qpn: u32, slots: &mut QpTimers, kind: TimerKind, at: Option<Instant>) {
-        let slot = &mut slots.0[kind as usize];
-        if *slot == at {
+        // The last nanosecond stands for "unarmed" in `QpTimers`.
+        let at = at.map(|t| Instant::from_nanos(t.as_nanos().min(UNARMED - 1)));
+        let old = slots.get(kind);
+        if old == at {
             return;
         }
         // Insert before removing: the set never empties on a move, so the
@@ -90,11 +108,11 @@ impl TimerTable {
             self.index.insert((new, qpn, kind));
             self.pacers += usize::from(kind == TimerKind::Pacer);
         }
-        if let Some(old) = slot.take() {
+        if let Some(old) = old {
             self.index.remove(&(old, qpn, kind));
             self.pacers -= usize::from(kind == TimerKind::Pacer);
         }
-        *slot = at;
+        slots.put(kind, at);
     }
 
     /// The earliest deadline of any armed timer.

@@ -142,23 +142,25 @@ impl SgeTable {
     }
 }
 
-/// What some send WQEs carry beyond their slot, per slot: the gather lists
-/// of more than one SGE, inline data (`max_inline_data` bytes per slot,
-/// only for queues created with inline room), the operands of atomics
-/// (allocated at the first atomic posted) and UD destinations (UD QPs
-/// only).
+/// What some WQEs carry beyond their slot, per slot: the gather lists of
+/// more than one SGE (send and receive), inline data (`max_inline_data`
+/// bytes per slot, only for queues created with inline room), the operands
+/// of atomics (allocated at the first atomic posted) and UD destinations
+/// (UD QPs only). A QP needs none of it (one SGE, no inline data, no
+/// atomics, RC or UC) holds none.
 #[derive(Debug, Default)]
-pub(crate) struct SendSide {
-    sges: SgeTable,
+pub(crate) struct QpSide {
+    sq_sges: SgeTable,
+    rq_sges: SgeTable,
     inline: Box<[u8]>,
     inline_stride: usize,
     /// Compare (or add) and swap operands.
-    atomic: Vec<[u64; 2]>,
+    atomic: Box<[[u64; 2]]>,
     ud: Box<[Option<UdDest>]>,
 }
 
 /// Bytes a send queue of `slots` slots holds beside the ring for `cap`.
-fn send_side_bytes(slots: u64, cap: &QpCap, ud: bool, atomics: bool) -> u64 {
+fn side_bytes(slots: u64, cap: &QpCap, ud: bool, atomics: bool) -> u64 {
     use std::mem::size_of;
     let sge = if cap.max_send_sge > 1 {
         u64::from(cap.max_send_sge) * size_of::<Sge>() as u64
@@ -184,7 +186,7 @@ fn send_side_bytes(slots: u64, cap: &QpCap, ud: bool, atomics: bool) -> u64 {
 /// `cap` entries are in use.
 #[derive(Debug)]
 pub(crate) struct Ring<T> {
-    slots: Vec<T>,
+    slots: Box<[T]>,
     mask: u64,
     cap: u64,
     head: u64,
@@ -196,7 +198,7 @@ impl<T: Default + Clone> Ring<T> {
         let cap = cap.max(1);
         let n = cap.next_power_of_two();
         Ring {
-            slots: vec![T::default(); n],
+            slots: vec![T::default(); n].into_boxed_slice(),
             mask: n as u64 - 1,
             cap: cap as u64,
             head: 0,
@@ -275,11 +277,9 @@ pub struct Qp {
     pub(crate) pmtu: u32,
     pub(crate) udp_sport: u16,
     pub(crate) sq: Ring<SendWqe>,
-    /// What send WQEs carry beyond their slot.
-    pub(crate) sq_side: SendSide,
     pub(crate) rq: Ring<RecvWqe>,
-    /// Receive scatter lists of more than one SGE.
-    pub(crate) rq_sges: SgeTable,
+    /// What WQEs carry beyond their slots, if any QP of this kind needs it.
+    pub(crate) side: Option<Box<QpSide>>,
     pub(crate) req: ReqState,
     pub(crate) comp: CompState,
     pub(crate) resp: RespState,
@@ -317,7 +317,7 @@ impl QpInitAttr {
         let rc = self.qp_type == QpType::Rc;
         let ud = self.qp_type == QpType::Ud;
         let sq = sq_slots * size_of::<SendWqe>() as u64
-            + send_side_bytes(sq_slots, &self.cap, ud, rc);
+            + side_bytes(sq_slots, &self.cap, ud, rc);
         let rq_sge = if self.cap.max_recv_sge > 1 {
             u64::from(self.cap.max_recv_sge) * size_of::<Sge>() as u64
         } else {
@@ -339,19 +339,24 @@ impl Qp {
         // Side storage is allocated once here, never on post (but the
         // atomic operands, at the first atomic).
         let n = sq.slots();
-        let inline_stride = init.cap.max_inline_data as usize;
-        let sq_side = SendSide {
-            sges: SgeTable::new(n, init.cap.max_send_sge),
-            inline: vec![0u8; n * inline_stride].into_boxed_slice(),
-            inline_stride,
-            atomic: Vec::new(),
-            ud: if init.qp_type == QpType::Ud {
-                vec![None; n].into_boxed_slice()
-            } else {
-                Box::default()
-            },
-        };
-        let rq_sges = SgeTable::new(rq.slots(), init.cap.max_recv_sge);
+        let cap = &init.cap;
+        let ud = init.qp_type == QpType::Ud;
+        let side = (cap.max_send_sge > 1 || cap.max_recv_sge > 1 || cap.max_inline_data > 0 || ud)
+            .then(|| {
+                let inline_stride = cap.max_inline_data as usize;
+                Box::new(QpSide {
+                    sq_sges: SgeTable::new(n, cap.max_send_sge),
+                    rq_sges: SgeTable::new(rq.slots(), cap.max_recv_sge),
+                    inline: vec![0u8; n * inline_stride].into_boxed_slice(),
+                    inline_stride,
+                    atomic: Box::default(),
+                    ud: if ud {
+                        vec![None; n].into_boxed_slice()
+                    } else {
+                        Box::default()
+                    },
+                })
+            });
         Qp {
             qpn,
             qp_type: init.qp_type,
@@ -365,9 +370,8 @@ impl Qp {
             pmtu: 1024,
             udp_sport: 0xC000,
             sq,
-            sq_side,
             rq,
-            rq_sges,
+            side,
             req: ReqState::default(),
             comp: CompState::default(),
             resp: RespState::new(1),
@@ -453,12 +457,13 @@ impl Qp {
     /// queued.
     #[inline(always)]
     pub(crate) fn sq_sges(&self, i: u64) -> &[Sge] {
-        match self.sq.get(i) {
-            Some(w) => self
-                .sq_side
-                .sges
-                .list(self.sq.slot_of(i), &w.sge, usize::from(w.num_sge)),
-            None => &[],
+        let Some(w) = self.sq.get(i) else {
+            return &[];
+        };
+        let n = usize::from(w.num_sge);
+        match &self.side {
+            Some(s) if n > 1 => s.sq_sges.list(self.sq.slot_of(i), &w.sge, n),
+            _ => &core::slice::from_ref(&w.sge)[..n.min(1)],
         }
     }
 
@@ -470,32 +475,36 @@ impl Qp {
         if !w.flags.contains(SendFlags::INLINE) {
             return None;
         }
-        let at = self.sq.slot_of(i) * self.sq_side.inline_stride;
-        self.sq_side.inline.get(at..at + w.total_len as usize)
+        let s = self.side.as_deref()?;
+        let at = self.sq.slot_of(i) * s.inline_stride;
+        s.inline.get(at..at + w.total_len as usize)
     }
 
     /// The compare (or add) and swap operands of atomic WQE `i`.
     pub(crate) fn sq_atomic(&self, i: u64) -> [u64; 2] {
-        self.sq_side
-            .atomic
-            .get(self.sq.slot_of(i))
+        self.side
+            .as_deref()
+            .and_then(|s| s.atomic.get(self.sq.slot_of(i)))
             .copied()
             .unwrap_or_default()
     }
 
     /// The destination of UD send WQE `i`.
     pub(crate) fn sq_ud(&self, i: u64) -> Option<UdDest> {
-        self.sq_side.ud.get(self.sq.slot_of(i)).copied().flatten()
+        let s = self.side.as_deref()?;
+        s.ud.get(self.sq.slot_of(i)).copied().flatten()
     }
 
     /// The scatter list of receive WQE `i`; empty if `i` is not queued.
     #[inline(always)]
     pub(crate) fn rq_sges(&self, i: u64) -> &[Sge] {
-        match self.rq.get(i) {
-            Some(w) => self
-                .rq_sges
-                .list(self.rq.slot_of(i), &w.sge, w.num_sge as usize),
-            None => &[],
+        let Some(w) = self.rq.get(i) else {
+            return &[];
+        };
+        let n = w.num_sge as usize;
+        match &self.side {
+            Some(s) if n > 1 => s.rq_sges.list(self.rq.slot_of(i), &w.sge, n),
+            _ => &core::slice::from_ref(&w.sge)[..n.min(1)],
         }
     }
 
@@ -554,34 +563,41 @@ impl Qp {
         let sig_all = self.sq_sig_all;
         let i = self.sq.tail;
         let slot = self.sq.slot_of(i);
-        if wr.opcode.is_atomic() && self.sq_side.atomic.is_empty() {
-            self.sq_side.atomic = vec![[0; 2]; self.sq.slots()];
-        }
         if self.sq.is_full() {
             return Err(VerbsError::QueueFull);
         }
-        let side = &mut self.sq_side;
-        if inline {
-            let at = slot * side.inline_stride;
-            if let Some(d) = side.inline.get_mut(at..at + wr.inline_data.len()) {
-                d.copy_from_slice(wr.inline_data);
-            }
+        let atomic = wr.opcode.is_atomic();
+        let mut sge = Sge::default();
+        if let [s] = wr.sg_list {
+            sge = *s;
         }
-        if wr.opcode.is_atomic() {
-            if let Some(a) = side.atomic.get_mut(slot) {
-                *a = [wr.compare_add, wr.swap];
+        if inline || atomic || wr.sg_list.len() > 1 || self.side.is_some() {
+            let n = self.sq.slots();
+            let side = self.side.get_or_insert_with(Box::default);
+            if atomic && side.atomic.is_empty() {
+                side.atomic = vec![[0; 2]; n].into_boxed_slice();
             }
-        }
-        if let Some(u) = side.ud.get_mut(slot) {
-            *u = wr.ud;
+            if inline {
+                let at = slot * side.inline_stride;
+                if let Some(d) = side.inline.get_mut(at..at + wr.inline_data.len()) {
+                    d.copy_from_slice(wr.inline_data);
+                }
+            }
+            if atomic {
+                if let Some(a) = side.atomic.get_mut(slot) {
+                    *a = [wr.compare_add, wr.swap];
+                }
+            }
+            if let Some(u) = side.ud.get_mut(slot) {
+                *u = wr.ud;
+            }
+            side.sq_sges.store(slot, &mut sge, wr.sg_list);
         }
         let w = self.sq.next_slot().ok_or(VerbsError::QueueFull)?;
         let mut flags = wr.send_flags;
         if sig_all {
             flags |= SendFlags::SIGNALED;
         }
-        let mut sge = Sge::default();
-        side.sges.store(slot, &mut sge, wr.sg_list);
         *w = SendWqe {
             wr_id: wr.wr_id,
             remote_addr: wr.remote_addr,
@@ -618,7 +634,11 @@ impl Qp {
         let slot = self.rq.slot_of(self.rq.tail);
         let w = self.rq.next_slot().ok_or(VerbsError::QueueFull)?;
         let mut sge = Sge::default();
-        self.rq_sges.store(slot, &mut sge, wr.sg_list);
+        match (&mut self.side, wr.sg_list) {
+            (_, [s]) => sge = *s,
+            (Some(side), list) => side.rq_sges.store(slot, &mut sge, list),
+            (None, _) => {}
+        }
         *w = RecvWqe {
             wr_id: wr.wr_id,
             sge,

@@ -86,8 +86,9 @@ pub struct MrKeys {
 pub struct Device {
     /// The state the transport engines share.
     inner: DeviceInner,
-    /// Every QP, by QPN.
-    qps: KeyMap<u32, Qp>,
+    /// Every QP, by QPN (boxed: the table's spare capacity costs a pointer
+    /// per slot, not a QP).
+    qps: KeyMap<u32, Box<Qp>>,
     /// The transmit scheduler: active list, pause state, CNPs to send.
     sched: Scheduler,
     drops: DropCounters,
@@ -424,7 +425,7 @@ impl Device {
             return Err(VerbsError::TooLarge);
         }
         self.qps
-            .insert(qpn, Qp::new(qpn, pd, init, &self.inner.cfg.cc));
+            .insert(qpn, Box::new(Qp::new(qpn, pd, init, &self.inner.cfg.cc)));
         Ok(qpn)
     }
 
@@ -457,7 +458,7 @@ impl Device {
 
     /// The QP.
     pub fn qp(&self, qpn: u32) -> Option<&Qp> {
-        self.qps.get(&qpn)
+        self.qps.get(&qpn).map(|q| &**q)
     }
 
     /// The transport state of QP `qpn` now (`ibv_query_qp`'s live PSNs as
@@ -465,7 +466,7 @@ impl Device {
     /// `rq-psn`; plus the MSNs and the last acknowledged PSN); `None` if the
     /// QP does not exist. See [`QpInfo`].
     pub fn query_qp(&self, qpn: u32) -> Option<QpInfo> {
-        self.qps.get(&qpn).map(Qp::info)
+        self.qps.get(&qpn).map(|q| q.info())
     }
 
     /// Post a send work request (`ibv_post_send`). In RESET, INIT or RTR the

@@ -91,13 +91,13 @@ fn check_port(cfg: &DeviceConfig, frame: &[u8], net: &NetInfo) -> Result<(), RxD
 #[inline]
 fn hdr_check<'q>(
     cfg: &DeviceConfig,
-    qps: &'q mut KeyMap<u32, Qp>,
+    qps: &'q mut KeyMap<u32, Box<Qp>>,
     frame: &[u8],
     pkt: &RocePacket<'_>,
     net: &NetInfo,
     info: &OpcodeInfo,
 ) -> Result<&'q mut Qp, RxDrop> {
-    let qp = qps.get_mut(&pkt.bth().dest_qp).ok_or(RxDrop::QpNotFound)?;
+    let qp = &mut **qps.get_mut(&pkt.bth().dest_qp).ok_or(RxDrop::QpNotFound)?;
     check_keys(pkt)?;
     check_type_state(qp, info)?;
     check_addr(cfg, qp, frame, net)?;
@@ -270,7 +270,7 @@ impl Device {
             return;
         }
         counters.rp_cnp_handled += 1;
-        qp.cc.rp.on_cnp(now);
+        qp.cc.rp_mut(&self.inner.cfg.cc).on_cnp(now);
         self.sched.sync_cc(&mut self.inner.timers, qp, now);
     }
 

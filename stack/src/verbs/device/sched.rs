@@ -42,6 +42,9 @@ pub(super) struct Scheduler {
     /// Some priority may still be paused (cleared once none is): keeps the
     /// unpaused transmit path to one test of a flag.
     pub pause_armed: bool,
+    /// The reaction point of a QP that has had no CNP yet (they are all
+    /// this one until their first).
+    pub idle_rp: ReactionPoint,
 }
 
 impl Scheduler {
@@ -57,6 +60,7 @@ impl Scheduler {
             np: NotificationPoint::new(np_flows),
             pause: PauseState::new(cfg.flow_control.pause),
             pause_armed: false,
+            idle_rp: ReactionPoint::new(cfg.cc.dcqcn, cfg.cc.line_rate_mbps),
         }
     }
 
@@ -86,7 +90,7 @@ impl Scheduler {
     /// and the RP timer in step with the RP. A QP whose RP went idle is woken
     /// (it may have been waiting for its pacer).
     pub fn sync_cc(&mut self, timers: &mut TimerTable, qp: &mut Qp, now: Instant) {
-        let active = qp.cc.rp.is_active();
+        let active = qp.cc.rp_active();
         let mut wake = false;
         if active != qp.cc.paced {
             qp.cc.paced = active;
@@ -101,11 +105,13 @@ impl Scheduler {
         }
         // The rate changed: a QP waiting for its pacer waits for the gap in
         // progress at the new rate (shorter after an increase).
-        if qp.cc.paced && qp.timers.is_armed(TimerKind::Pacer) {
-            let at = qp.cc.pacer.release_time(qp.cc.rp.rate());
-            qp.set_timer(timers, TimerKind::Pacer, Some(at));
+        if let (true, Some(rp)) = (qp.cc.paced, &qp.cc.rp) {
+            if qp.timers.is_armed(TimerKind::Pacer) {
+                let at = qp.cc.pacer.release_time(rp.rate());
+                qp.set_timer(timers, TimerKind::Pacer, Some(at));
+            }
         }
-        let at = qp.cc.rp.poll_timeout();
+        let at = qp.cc.rp.as_ref().and_then(|r| r.poll_timeout());
         qp.set_timer(timers, TimerKind::Rp, at);
         if wake {
             self.activate(qp);
@@ -174,7 +180,10 @@ fn produce_paced(
             return Ok(Some(n));
         }
     }
-    let rate = qp.cc.rp.rate();
+    let Some(rate) = qp.cc.rp.as_ref().map(|r| r.rate()) else {
+        // No reaction point: nothing limits the QP.
+        return Ok(crate::transport::produce(qp, ctx, now, buf));
+    };
     if !qp.cc.pacer.is_ready(now, rate) {
         let at = qp.cc.pacer.release_time(rate);
         qp.set_timer(&mut ctx.timers, TimerKind::Pacer, Some(at));
@@ -187,7 +196,9 @@ fn produce_paced(
     if let Some(n) = sent {
         let charged = n as u64 + u64::from(ctx.cfg.cc.pacer_overhead_bytes);
         qp.cc.pacer.on_sent(now, charged, rate);
-        qp.cc.rp.on_bytes_sent(now, n as u64);
+        if let Some(rp) = qp.cc.rp.as_deref_mut() {
+            rp.on_bytes_sent(now, n as u64);
+        }
     }
     Ok(sent)
 }
@@ -370,7 +381,9 @@ impl Device {
             }
             let ctx = &mut self.inner;
             if kind == TimerKind::Rp {
-                qp.cc.rp.handle_timeout(now);
+                if let Some(rp) = qp.cc.rp.as_deref_mut() {
+                    rp.handle_timeout(now);
+                }
                 self.sched.sync_cc(&mut ctx.timers, qp, now);
                 continue;
             }
@@ -396,14 +409,18 @@ impl Device {
     /// limits it; `None` when the QP is unlimited (line rate: no CNP yet, or
     /// recovered) or does not exist.
     pub fn qp_rate_mbps(&self, qpn: u32) -> Option<f64> {
-        self.qps.get(&qpn).and_then(|q| q.cc.rp.limit())
+        self.qps
+            .get(&qpn)
+            .and_then(|q| q.cc.rp.as_ref().and_then(|r| r.limit()))
     }
 
     /// The DCQCN reaction point of QP `qpn` (rate, target rate, α, stages),
     /// idle or active; `None` if the QP does not exist. Its α is as of the
     /// RP's last event: use [`ReactionPoint::alpha_at`] for the value now.
     pub fn reaction_point(&self, qpn: u32) -> Option<&ReactionPoint> {
-        self.qps.get(&qpn).map(|q| &q.cc.rp)
+        self.qps
+            .get(&qpn)
+            .map(|q| q.cc.rp.as_deref().unwrap_or(&self.sched.idle_rp))
     }
 
     /// When the pacer of QP `qpn` next lets a frame leave: `None` unless the

@@ -193,8 +193,12 @@ pub(crate) struct RespState {
     pub write_rkey: u32,
     pub write_remaining: u32,
     pub write_len: u32,
+    /// The responder resources: `res_count` of them, allocated at the
+    /// first READ or ATOMIC executed (a QP that only takes SENDs and
+    /// WRITEs never holds them).
     pub resources: Vec<Resource>,
-    pub res_next: usize,
+    pub res_count: u32,
+    pub res_next: u32,
     pub queue: VecDeque<RespItem>,
     pub pkts_since_ack: u32,
     /// UC: drop packets until the next FIRST/ONLY.
@@ -216,9 +220,12 @@ impl RespState {
             write_rkey: 0,
             write_remaining: 0,
             write_len: 0,
-            resources: vec![Resource::Free; n],
+            resources: Vec::new(),
+            res_count: n as u32,
             res_next: 0,
-            queue: VecDeque::with_capacity(2 * n + 4),
+            // Grown at the first response (ACKs only: a few entries), and
+            // reserved for the READ/ATOMIC depth with the resources.
+            queue: VecDeque::new(),
             pkts_since_ack: 0,
             uc_dropping: false,
         }
@@ -228,8 +235,8 @@ impl RespState {
     /// power of two as rxe does); the saved READ/ATOMIC state is discarded.
     pub(crate) fn set_resources(&mut self, max_dest_rd_atomic: usize) {
         let n = max_dest_rd_atomic.max(1).next_power_of_two();
-        self.resources.clear();
-        self.resources.resize(n, Resource::Free);
+        self.resources = Vec::new();
+        self.res_count = n as u32;
         self.res_next = 0;
     }
 
@@ -238,8 +245,15 @@ impl RespState {
     }
 
     fn push_resource(&mut self, r: Resource) {
-        let n = self.resources.len();
-        self.resources[self.res_next % n] = r;
+        let n = self.res_count.max(1);
+        if self.resources.is_empty() {
+            // Allocated once, with room for the responses they queue.
+            self.resources = vec![Resource::Free; n as usize];
+            self.queue.reserve(2 * n as usize + 4);
+        }
+        if let Some(slot) = self.resources.get_mut((self.res_next % n) as usize) {
+            *slot = r;
+        }
         self.res_next = (self.res_next + 1) % n;
     }
 
