@@ -86,6 +86,8 @@ impl MrMem {
 pub struct Mr {
     pub(crate) pd: u32,
     pub(crate) buf: MrMem,
+    /// `buf.bytes().len()`, fixed at registration.
+    pub(crate) len: u64,
     pub(crate) iova: u64,
     pub(crate) lkey: u32,
     pub(crate) rkey: u32,
@@ -125,7 +127,7 @@ impl Mr {
     }
     /// Length, bytes.
     pub fn len(&self) -> usize {
-        self.buf.bytes().len()
+        self.len as usize
     }
     /// Whether the region is empty.
     pub fn is_empty(&self) -> bool {
@@ -140,7 +142,7 @@ impl Mr {
     pub(crate) fn range(&self, va: u64, len: u64) -> Option<Range<usize>> {
         let start = va.checked_sub(self.iova)?;
         let end = start.checked_add(len)?;
-        (end <= self.buf.bytes().len() as u64).then_some(start as usize..end as usize)
+        (end <= self.len).then_some(start as usize..end as usize)
     }
 }
 
@@ -156,44 +158,126 @@ pub(crate) enum AccessError {
 }
 
 /// Every MR of a device, indexed by lkey and by rkey.
+///
+/// A key is `index << 8 | tag` (the rxe layout): the MR lives in slot
+/// `index` of a table, so finding it by lkey, or by an rkey the device
+/// chose (equal to the lkey), is one indexed load and a compare, not a hash
+/// probe. The tag changes each time a slot is reused, so a stale key finds
+/// nothing. R_Keys chosen by the caller ([`crate::verbs::Device::reg_mr_with_rkey`],
+/// `reg_mr_window`) are found through a map beside the table.
 #[derive(Debug, Default)]
 pub(crate) struct MrTable {
-    mrs: KeyMap<u32, Mr>,
-    by_rkey: KeyMap<u32, u32>,
-    next_index: u32,
+    slots: Vec<MrSlot>,
+    /// Free slot indices (reused last-freed first).
+    free: Vec<u32>,
+    /// R_Keys that are not their MR's lkey: rkey → lkey.
+    custom_rkeys: KeyMap<u32, u32>,
 }
 
+/// One slot of an [`MrTable`].
+#[derive(Debug, Default)]
+struct MrSlot {
+    mr: Option<Mr>,
+    /// The tag of the slot's current (or last) key.
+    tag: u8,
+}
+
+/// Key indices are 24 bits.
+const MAX_INDEX: usize = 1 << 24;
+
 impl MrTable {
-    /// Allocate a fresh key: index << 8 | 8-bit tag (the rxe layout).
+    /// The slot index of `key`.
+    #[inline(always)]
+    fn index(key: u32) -> usize {
+        (key >> 8) as usize
+    }
+
+    /// The key the next [`MrTable::insert`] of a fresh MR uses as its
+    /// lkey: index << 8 | 8-bit tag (the rxe layout), never 0, never a
+    /// key in use.
     pub(crate) fn fresh_key(&mut self) -> u32 {
+        let index = match self.free.last() {
+            Some(&i) => i as usize,
+            None => self.slots.len().max(1),
+        };
+        // Index 0 is never used (key 0 is not a key); beyond 2^24 slots
+        // the table is full and the last index is reused (never reached:
+        // 16 M MRs).
+        let index = index.min(MAX_INDEX - 1);
+        let mut tag = self.slots.get(index).map_or(0, |s| s.tag);
         loop {
-            self.next_index = self.next_index.wrapping_add(1) & 0x00FF_FFFF;
-            let key = self.next_index << 8 | (self.next_index.wrapping_mul(0x9E) & 0xFF);
-            if key != 0 && !self.mrs.contains_key(&key) && !self.by_rkey.contains_key(&key) {
+            tag = tag.wrapping_add(0x9E | 1);
+            let key = (index as u32) << 8 | u32::from(tag);
+            if key != 0 && !self.custom_rkeys.contains_key(&key) {
                 return key;
             }
         }
     }
     pub(crate) fn rkey_in_use(&self, rkey: u32) -> bool {
-        self.by_rkey.contains_key(&rkey)
+        self.by_rkey(rkey).is_some()
     }
+    /// Register `mr` (its lkey from [`MrTable::fresh_key`]).
     pub(crate) fn insert(&mut self, mr: Mr) {
-        self.by_rkey.insert(mr.rkey, mr.lkey);
-        self.mrs.insert(mr.lkey, mr);
+        let index = Self::index(mr.lkey);
+        if index >= self.slots.len() {
+            self.slots.resize_with(index + 1, MrSlot::default);
+        }
+        if let Some(p) = self.free.iter().rposition(|&i| i as usize == index) {
+            self.free.swap_remove(p);
+        }
+        if mr.rkey != mr.lkey {
+            self.custom_rkeys.insert(mr.rkey, mr.lkey);
+        }
+        let slot = &mut self.slots[index];
+        slot.tag = mr.lkey as u8;
+        slot.mr = Some(mr);
     }
     pub(crate) fn remove(&mut self, lkey: u32) -> Option<Mr> {
-        let mr = self.mrs.remove(&lkey)?;
-        self.by_rkey.remove(&mr.rkey);
+        let index = Self::index(lkey);
+        let slot = self.slots.get_mut(index)?;
+        if slot.mr.as_ref()?.lkey != lkey {
+            return None;
+        }
+        let mr = slot.mr.take()?;
+        if mr.rkey != mr.lkey {
+            self.custom_rkeys.remove(&mr.rkey);
+        }
+        self.free.push(index as u32);
         Some(mr)
     }
+    #[inline(always)]
     pub(crate) fn get(&self, lkey: u32) -> Option<&Mr> {
-        self.mrs.get(&lkey)
+        self.slots
+            .get(Self::index(lkey))?
+            .mr
+            .as_ref()
+            .filter(|m| m.lkey == lkey)
     }
+    #[inline(always)]
     pub(crate) fn get_mut(&mut self, lkey: u32) -> Option<&mut Mr> {
-        self.mrs.get_mut(&lkey)
+        self.slots
+            .get_mut(Self::index(lkey))?
+            .mr
+            .as_mut()
+            .filter(|m| m.lkey == lkey)
+    }
+    /// The lkey of the MR whose rkey is `rkey`.
+    #[inline(always)]
+    fn by_rkey(&self, rkey: u32) -> Option<u32> {
+        if let Some(m) = self.slots.get(Self::index(rkey)).and_then(|s| s.mr.as_ref()) {
+            if m.rkey == rkey {
+                return Some(m.lkey);
+            }
+        }
+        if self.custom_rkeys.is_empty() {
+            return None;
+        }
+        self.custom_rkeys.get(&rkey).copied()
     }
     pub(crate) fn pd_has_mrs(&self, pd: u32) -> bool {
-        self.mrs.values().any(|m| m.pd == pd)
+        self.slots
+            .iter()
+            .any(|s| s.mr.as_ref().is_some_and(|m| m.pd == pd))
     }
 
     /// Check a local access by `lkey` of `len` bytes at `va` in `pd`.
@@ -205,7 +289,7 @@ impl MrTable {
         len: u64,
         need: AccessFlags,
     ) -> Result<(&mut Mr, Range<usize>), AccessError> {
-        let mr = self.mrs.get_mut(&lkey).ok_or(AccessError::BadKey)?;
+        let mr = self.get_mut(lkey).ok_or(AccessError::BadKey)?;
         if mr.pd != pd {
             return Err(AccessError::BadKey);
         }
@@ -226,7 +310,7 @@ impl MrTable {
         len: u64,
         need: AccessFlags,
     ) -> Result<(&mut Mr, Range<usize>), AccessError> {
-        let lkey = *self.by_rkey.get(&rkey).ok_or(AccessError::BadKey)?;
+        let lkey = self.by_rkey(rkey).ok_or(AccessError::BadKey)?;
         self.local(pd, lkey, va, len, need)
     }
 }

@@ -308,6 +308,7 @@ impl Device {
         }
         self.inner.mrs.insert(Mr {
             pd,
+            len: buf.bytes().len() as u64,
             buf,
             iova,
             lkey,
