@@ -188,37 +188,32 @@ impl HdrMask {
     }
 
     /// Total length of the headers in the set, bytes.
+    #[inline]
     pub const fn total_len(self) -> usize {
+        Self::sum_len(self.0)
+    }
+
+    /// The summed lengths of the headers whose bits are set in `bits`
+    /// (only the set bits are visited: a packet has zero to three).
+    #[inline(always)]
+    const fn sum_len(bits: u16) -> usize {
+        let mut bits = bits & ((1 << ExtHeader::ALL.len()) - 1);
         let mut len = 0;
-        let mut i = 0;
-        while i < ExtHeader::ALL.len() {
-            let h = ExtHeader::ALL[i];
-            if self.contains(h) {
-                len += h.len();
-            }
-            i += 1;
+        while bits != 0 {
+            len += ExtHeader::ALL[bits.trailing_zeros() as usize].len();
+            bits &= bits - 1;
         }
         len
     }
 
-    /// Byte offset of `h` from the end of the BTH, if present.
+    /// Byte offset of `h` from the end of the BTH, if present: the lengths
+    /// of the headers before it in wire order (bit order).
+    #[inline]
     pub const fn offset_of(self, h: ExtHeader) -> Option<usize> {
         if !self.contains(h) {
             return None;
         }
-        let mut off = 0;
-        let mut i = 0;
-        while i < ExtHeader::ALL.len() {
-            let x = ExtHeader::ALL[i];
-            if x as u8 == h as u8 {
-                return Some(off);
-            }
-            if self.contains(x) {
-                off += x.len();
-            }
-            i += 1;
-        }
-        None
+        Some(Self::sum_len(self.0 & (h.bit() - 1)))
     }
 }
 
