@@ -46,7 +46,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant as WallClock};
 
-use roce::backend::tap::{TapHost, TapIo};
+use roce_io::tap::{TapHost, TapIo};
 use roce_stack::backend::FrameIo;
 use roce_stack::neigh::Resolution;
 use roce_stack::transport::av::{AddressVector, Gid};

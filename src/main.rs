@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use roce::backend::BackendKind;
 use roce::decode::{self, DecodeError, DecodeOptions};
 use roce::perf::{self, PerfConfig, PerfError, PerfOptions};
 use roce::replay::{self, ReplayOptions};
+use roce_io::BackendKind;
 use roce_stack::verbs::Mtu;
 
 mod sim;
@@ -295,7 +295,7 @@ struct PerfArgs {
     /// in-process on 127.0.0.1/127.0.0.2, or between processes), tap, dpdk
     /// (between processes; dpdk needs a build with --features dpdk), pcap
     /// (see `roce replay`).
-    #[arg(long, value_enum, default_value_t = BackendKind::Mem)]
+    #[arg(long, value_parser = backend_parser(), default_value_t = BackendKind::Mem)]
     backend: BackendKind,
     /// Two-process mode: wait for a client on the TCP side channel.
     #[arg(long, conflicts_with = "client")]
@@ -336,6 +336,15 @@ struct PerfArgs {
     eal_args: Vec<String>,
 }
 
+/// `--backend`'s values, each with its line of help.
+fn backend_parser() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        BackendKind::ALL.map(|k| PossibleValue::new(k.name()).help(k.about())),
+    )
+    .map(|s| s.parse().unwrap_or(BackendKind::Mem))
+}
+
 impl PerfArgs {
     fn options(&self) -> PerfOptions {
         PerfOptions {
@@ -366,7 +375,7 @@ impl PerfArgs {
         Some(perf::Remote {
             role,
             port: self.port,
-            backend: roce::backend::BackendOptions {
+            backend: roce_io::BackendOptions {
                 local_ip: self.local_ip,
                 udp_raw: self.udp_raw,
                 udp_no_ident_recovery: self.no_ident_recovery,

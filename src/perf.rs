@@ -75,7 +75,7 @@
 //!
 //! # Backends and two processes
 //!
-//! The frames move through a [`crate::backend`] backend: `mem` (the
+//! The frames move through a [`roce_io`] backend: `mem` (the
 //! in-memory wire above, the default) or, in one process, `udp` (two kernel
 //! UDP sockets, 127.0.0.1 and 127.0.0.2). With `--server` / `--client ADDR`
 //! the two ends run in two processes (or hosts), over `udp`, `tap` or
@@ -135,8 +135,8 @@ use std::time::Duration;
 
 use roce_stack::verbs::Mtu;
 
-pub use crate::backend::BackendKind;
 pub use remote::{check_remote, run_remote, Remote, RemoteRole, DEFAULT_PORT};
+pub use roce_io::BackendKind;
 pub use stats::{BwStats, LatStats};
 
 /// The transport line of an in-process run on the `mem` backend.
@@ -348,7 +348,7 @@ impl PerfConfig {
         }
         let backend = o.backend.unwrap_or(BackendKind::Mem);
         if backend == BackendKind::Dpdk && cfg!(not(feature = "dpdk")) {
-            return Err(usage(crate::backend::NO_DPDK));
+            return Err(usage(roce_io::NO_DPDK));
         }
         let loss = o.loss.unwrap_or(0.0);
         if !(0.0..1.0).contains(&loss) {

@@ -5,7 +5,7 @@
 //! the BTH destination QPN of the packets sent to it): a [`Device`] is set up
 //! as that QP's host was, every captured frame addressed to it is fed to
 //! `handle_frame` in capture order through the `pcap` backend
-//! ([`crate::backend::pcap::PcapIo`]), with the capture time as the clock,
+//! ([`roce_io::pcap::PcapIo`]), with the capture time as the clock,
 //! and everything the device transmits is written to the output capture,
 //! stamped with the time of the frame it answers. The QP acts as:
 //!
@@ -77,7 +77,7 @@ use roce_stack::wire::{
     AethSyndrome, BthRepr, ExtHeaders, Opcode, Position, RocePacket, Transport, VlanTag,
 };
 
-use crate::backend::pcap::{self, FrameWriter, PcapIo, TimedFrame};
+use roce_io::pcap::{self, FrameWriter, PcapIo, TimedFrame};
 
 /// What `roce replay` was asked to do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

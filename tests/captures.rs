@@ -22,7 +22,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use roce::decode::{decode_bytes, DecodeOptions, FrameKind, RoceVersion, Summary};
-use roce::pcap_io::Frames;
+use roce_io::pcap::read::Frames;
 use roce_stack::wire::{classify, Frame, IcrcStatus, NetInfo, Opcode};
 
 /// MANIFEST.md's short opcode names and their BTH opcode numbers, from the IBTA

@@ -18,7 +18,7 @@
 //! `roce decode --json` agreeing with tshark frame by frame.
 //!
 //! A third test opens the interface the way `roce perf --backend tap` does
-//! (`roce::backend::tap::open`) and pings it, and resolves the kernel's
+//! (`roce_io::tap::open`) and pings it, and resolves the kernel's
 //! address (the bridge's MAC, read from sysfs, is the oracle).
 //!
 //! Needs root (or `CAP_NET_ADMIN` + `CAP_SYS_ADMIN`), `/dev/net/tun`, `ip`
@@ -38,7 +38,7 @@ use std::time::{Duration, Instant as WallClock};
 
 use netns::Netns;
 
-use roce::backend::tap::{TapHost, TapIo};
+use roce_io::tap::{TapHost, TapIo};
 use roce_stack::backend::FrameIo;
 use roce_stack::neigh::Resolution;
 use roce_stack::transport::av::{AddressVector, Gid};
@@ -872,7 +872,7 @@ fn r37_tap_rx_accepts_partial_and_zero_udp_checksums() {
     }
 }
 
-/// What `roce perf --backend tap` opens (`roce::backend::tap::open`): the
+/// What `roce perf --backend tap` opens (`roce_io::tap::open`): the
 /// stack's MAC derived from its IP, and ARP and pings answered by the
 /// `NeighIo` in front of the interface without the caller seeing them; and
 /// a `TapHost` resolving the kernel's own address by ARP, checked against
@@ -884,7 +884,7 @@ fn tap_open_answers_ping_and_tap_host_resolves_the_kernel() {
     }
     let n = Netns::new("o");
     let ip = Ipv4Addr::new(10, 99, 0, 3);
-    let mut opened = roce::backend::tap::open(&roce::backend::BackendOptions {
+    let mut opened = roce_io::tap::open(&roce_io::BackendOptions {
         local_ip: Some(IpAddr::V4(ip)),
         ifname: Some(n.taps[0].clone()),
         ..Default::default()

@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use common::icrc_ref::{locate, reference_icrc, Form};
-use roce::backend::udp::{UdpConfig, UdpIo};
+use roce_io::udp::{UdpConfig, UdpIo};
 use udp_ns::{own_netns, sh, Capture};
 use udp_pair::exchange;
 

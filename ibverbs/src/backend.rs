@@ -9,9 +9,9 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 
-use roce::backend::tap::{NeighIo, TapIo};
-use roce::backend::udp::{UdpConfig, UdpIo};
-use roce::backend::{mac_for_ip, AnyIo, BackendOptions};
+use roce_io::tap::{NeighIo, TapIo};
+use roce_io::udp::{UdpConfig, UdpIo};
+use roce_io::{mac_for_ip, AnyIo, BackendOptions};
 use roce_stack::backend::FrameIo;
 use roce_stack::neigh::{NeighConfig, Neighbors, Resolution};
 use roce_stack::time::Instant;
@@ -109,8 +109,7 @@ impl Backend {
                     max_frame_len,
                     ..BackendOptions::default()
                 };
-                let opened =
-                    roce::backend::open_dpdk(&o).map_err(|e| format!("dpdk backend: {e}"))?;
+                let opened = roce_io::open_dpdk(&o).map_err(|e| format!("dpdk backend: {e}"))?;
                 let n = neighbors(ip, opened.mac, opened.io.max_frame_len());
                 Ok(Backend {
                     io: Io::Dpdk(NeighIo::new(opened.io, n)),

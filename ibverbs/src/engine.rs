@@ -748,7 +748,7 @@ impl Live {
             if !g.io.resolves() {
                 self.release(g);
                 return Ok(AddressVector {
-                    dmac: roce::backend::mac_for_ip(ip),
+                    dmac: roce_io::mac_for_ip(ip),
                     ..av
                 });
             }
@@ -1043,7 +1043,7 @@ impl Context {
         Ok(Context {
             cfg: cfg.clone(),
             gid: Gid::from_ip(cfg.local_ip),
-            mac: roce::backend::mac_for_ip(cfg.local_ip),
+            mac: roce_io::mac_for_ip(cfg.local_ip),
             events: Arc::new(AsyncQueue::new()?),
             live: OnceLock::new(),
             opening: Mutex::new(()),

@@ -82,7 +82,7 @@ use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::Device;
 
-use super::{mac_for_ip, AnyIo, BackendError, BackendOptions, Opened};
+use crate::open::{mac_for_ip, AnyIo, BackendError, BackendOptions, Opened};
 use crate::sys;
 
 /// Interface name [`open`] uses when none is given.
@@ -544,6 +544,7 @@ pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
         ip,
         mac,
         udp: None,
+        #[cfg(feature = "udp")]
         routes: None,
     })
 }

@@ -12,7 +12,7 @@
 //!   `IPV6_RECVHOPLIMIT` (IPv6) so the ECN and DSCP bits (and the TTL) the
 //!   datagram arrived with are known, then write in front of it the headers
 //!   the sender's frame had: Ethernet (destination our MAC, source
-//!   [`super::mac_for_ip`] of the sender), IPv4 (IHL 5, the received TOS and
+//!   [`crate::mac_for_ip`] of the sender), IPv4 (IHL 5, the received TOS and
 //!   TTL, the identification and DF bit found from the ICRC (below), no
 //!   other flag, fragment offset 0, protocol UDP, lengths, header checksum)
 //!   or IPv6 (the received traffic class and hop limit, flow label 0), and
@@ -136,7 +136,7 @@ use roce_stack::icrc::{self, IcrcForm};
 use roce_stack::wire::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_VLAN, ICRC_LEN, ROCEV2_UDP_PORT};
 use socket2::{Domain, Protocol, SockAddr, SockFilter, Socket, Type};
 
-use super::{mac_for_ip, BackendError, BackendOptions, Opened};
+use crate::open::{mac_for_ip, BackendError, BackendOptions, Opened};
 
 const ETH_LEN: usize = 14;
 const IPV4_LEN: usize = 20;
@@ -921,7 +921,7 @@ pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
     let udp = io.local_addr();
     let routes = io.routes();
     Ok(Opened {
-        io: super::AnyIo::new(io),
+        io: crate::AnyIo::new(io),
         ip,
         mac: cfg.mac,
         udp: Some(udp),

@@ -23,10 +23,10 @@ use super::{
     Figures, Limit, Op, PerfConfig, PerfError, PerfReport, Placement, ATOMIC_ADD, DROP_COUNTERS,
     RETRANS_COUNTERS, STALL,
 };
-use crate::backend::mem::{self, FrameTap, MemConfig};
-use crate::backend::pcap::PcapTap;
-use crate::backend::udp::{UdpConfig, UdpIo};
-use crate::backend::{mac_for_ip, BackendKind};
+use roce_io::mem::{self, FrameTap, MemConfig};
+use roce_io::pcap::PcapTap;
+use roce_io::udp::{UdpConfig, UdpIo};
+use roce_io::{mac_for_ip, BackendKind};
 
 /// I/O virtual address of the client's (aligned) memory.
 const CLIENT_BASE: u64 = 0x0000_7f00_0000_0000;

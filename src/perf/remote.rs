@@ -75,7 +75,7 @@ use roce_stack::verbs::Device;
 use super::engine::{self, Endpoint, Role, Shared};
 use super::stats::{BwStats, LatStats};
 use super::{Figures, Limit, PerfConfig, PerfError, PerfReport};
-use crate::backend::{self, BackendKind, BackendOptions, Opened};
+use roce_io::{self as backend, BackendKind, BackendOptions, Opened};
 
 /// perftest's default TCP port for the side channel.
 pub const DEFAULT_PORT: u16 = 18515;

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant as WallClock};
 
-use roce::backend::tap::TapIo;
+use roce_io::tap::TapIo;
 
 /// Hang guard for starting and stopping the capture.
 const LIMIT: Duration = Duration::from_secs(30);

@@ -34,7 +34,9 @@ use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use roce_stack::backend::FrameIo;
 
-use super::mem::FrameTap;
+use crate::mem::FrameTap;
+
+pub mod read;
 
 /// Largest frame the pcap backend transmits or delivers, bytes (the output
 /// file's snap length).
@@ -120,7 +122,7 @@ pub fn parse_timed(data: &[u8]) -> Result<Vec<TimedFrame>, PcapIoError> {
 /// [`parse_timed`] of a stream (a file or a pipe), read record by record
 /// through `pcap-file`'s readers: the magic number is checked from the
 /// first 4 bytes before anything else is read, no record may hold more than
-/// [`crate::pcap_io::MAX_RECORD_LEN`] bytes (Wireshark's limit), and the
+/// [`read::MAX_RECORD_LEN`] bytes (Wireshark's limit), and the
 /// frames kept at most [`MAX_CAPTURE_BYTES`].
 ///
 /// # Errors
@@ -156,11 +158,11 @@ pub fn parse_timed_from<R: io::Read>(mut src: R) -> Result<Vec<TimedFrame>, Pcap
     let mut held = 0u64;
     let mut keep = |out: &mut Vec<TimedFrame>, time: Duration, bytes: Cow<'_, [u8]>| {
         let n = out.len() + 1;
-        if bytes.len() > crate::pcap_io::MAX_RECORD_LEN as usize {
+        if bytes.len() > read::MAX_RECORD_LEN as usize {
             return Err(bad(format!(
                 "frame {n} holds {} bytes, more than the {} a record may hold",
                 bytes.len(),
-                crate::pcap_io::MAX_RECORD_LEN
+                read::MAX_RECORD_LEN
             )));
         }
         held += bytes.len() as u64;
@@ -249,7 +251,7 @@ pub fn read_timed(path: &Path) -> Result<Vec<TimedFrame>, PcapIoError> {
     let io_err = |e| PcapIoError::Io(path.display().to_string(), e);
     let f = File::open(path).map_err(io_err)?;
     let meta = f.metadata().map_err(io_err)?;
-    if let Some(kind) = crate::pcap_io::unreadable_kind(&meta) {
+    if let Some(kind) = read::unreadable_kind(&meta) {
         return Err(PcapIoError::Format(format!(
             "{}: is {kind}, not a capture file (give a pcap or pcapng file, or a pipe)",
             path.display()

@@ -1,0 +1,42 @@
+//! Frame movers for the RoCEv2 stack, as a library.
+//!
+//! Every backend implements [`FrameIo`] (defined by the sans-IO core,
+//! `roce_stack::backend`, and re-exported here), so a program that wants
+//! the UDP backend gets the UDP backend, not the `roce` CLI.
+//!
+//! | Backend | Module | Feature | What it moves frames over | Needs |
+//! |---|---|---|---|---|
+//! | `mem` | [`mem`] | `mem` | in-memory queues between two endpoints in one process | nothing |
+//! | `udp` | [`udp`] | `udp` | a kernel UDP socket (port 4791 by default) | nothing (unprivileged) |
+//! | `tap` | [`tap`] | `tap` | a Linux TAP interface | `CAP_NET_ADMIN` (root) |
+//! | `pcap` | [`pcap`] | `pcap` | a capture file in, a capture file out | nothing |
+//! | `dpdk` | `dpdk-glue` | `dpdk` (off by default) | a DPDK poll-mode driver | libdpdk-dev, hugepages, root |
+//!
+//! The default features are every backend that needs no system library
+//! (`mem`, `udp`, `tap`, `pcap`).
+//!
+//! - [`open`]: a backend chosen at run time ([`BackendKind`]), boxed as an
+//!   [`AnyIo`] with the addresses the local device must use ([`Opened`]).
+//! - [`sys`]: the OS calls the backends need that neither `std` nor a
+//!   dependency wraps; every `unsafe` block of this crate is there.
+//! - [`pcap::read`]: the capture reader (pcap and pcapng, streamed, bounded).
+#![warn(missing_docs)]
+
+pub use roce_stack::backend::{FrameIo, TxFrame};
+
+pub mod open;
+pub mod sys;
+
+#[cfg(feature = "mem")]
+pub mod mem;
+#[cfg(feature = "pcap")]
+pub mod pcap;
+#[cfg(feature = "tap")]
+pub mod tap;
+#[cfg(feature = "udp")]
+pub mod udp;
+
+pub use open::{
+    mac_for_ip, open, open_dpdk, open_dpdk_unlinked, AnyIo, BackendError, BackendKind,
+    BackendOptions, Opened, DPDK_LINK_TIMEOUT, NO_DPDK,
+};
