@@ -265,7 +265,7 @@ fn resolve(h: &mut [TapHost; 2]) -> [AddressVector; 2] {
         matches!(h[0].resolution(b4), Resolution::Reachable(_))
             && matches!(h[0].resolution(b6), Resolution::Reachable(_))
     });
-    assert!(ok, "resolution: {:?}", h[0].neigh.counters());
+    assert!(ok, "resolution: {:?}", h[0].neigh().counters());
     assert_eq!(h[0].resolution(b4), Resolution::Reachable(mac(2)));
     assert_eq!(h[0].resolution(b6), Resolution::Reachable(mac(2)));
     let a4 = IpAddr::V4(ipv4(1));
@@ -280,8 +280,8 @@ fn resolve(h: &mut [TapHost; 2]) -> [AddressVector; 2] {
         hop_limit: 64,
         ..AddressVector::default()
     };
-    let to_b = h[0].neigh.lookup(h[0].now(), b4).expect("resolved");
-    let to_a = h[1].neigh.lookup(h[1].now(), a4).expect("learned");
+    let to_b = h[0].neigh().lookup(h[0].now(), b4).expect("resolved");
+    let to_a = h[1].neigh().lookup(h[1].now(), a4).expect("learned");
     [av(b4, to_b), av(a4, to_a)]
 }
 
@@ -742,7 +742,7 @@ fn tap_bridge_rc_ud_ping_and_capture() {
     let port = n.taps[0].clone();
     n.start_capture(&port);
     let mut h = [host(1, ta, 1500), host(2, tb, 1500)];
-    n.sync_capture(|f| inject(&mut h[0].io, f));
+    n.sync_capture(|f| inject(h[0].tap_mut(), f));
 
     let av = resolve(&mut h);
     rc_traffic(&mut h, av);
@@ -751,10 +751,10 @@ fn tap_bridge_rc_ud_ping_and_capture() {
     ping(&n, &mut h, "10.99.0.2", false);
     ping(&n, &mut h, "fd99::1", true);
     for (i, x) in h.iter().enumerate() {
-        let c = x.neigh.counters();
+        let c = x.neigh().counters();
         assert!(c.arp_replies_tx >= 1, "host {i}: {c:?}");
         assert!(c.echo_replies_tx >= 1, "host {i}: {c:?}");
-        assert_eq!(x.io.stats().rx_oversize, 0);
+        assert_eq!(x.tap().stats().rx_oversize, 0);
         assert_eq!(
             x.dev.counters().rx_parse_drops,
             0,
@@ -763,7 +763,7 @@ fn tap_bridge_rc_ud_ping_and_capture() {
         );
     }
     // Everything sent so far is in the file once the marker is.
-    n.sync_capture(|f| inject(&mut h[0].io, f));
+    n.sync_capture(|f| inject(h[0].tap_mut(), f));
     n.stop_capture();
     check_capture(&n.pcap);
 }
@@ -861,7 +861,7 @@ fn r37_tap_rx_accepts_partial_and_zero_udp_checksums() {
             u16::from_be_bytes([frame[at], frame[at + 1]]),
             if i == 0 { partial } else { 0 }
         );
-        inject(&mut h[0].io, &frame);
+        inject(h[0].tap_mut(), &frame);
         let r = completions(&mut h, 1, c.cq[1], 1);
         assert_eq!(
             (r[0].wr_id, r[0].status, r[0].byte_len),
@@ -939,5 +939,5 @@ fn tap_open_answers_ping_and_tap_host_resolves_the_kernel() {
         .resolve(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 77)), LIMIT)
         .expect_err("nobody answers");
     assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
-    assert_eq!(h.neigh.counters().resolve_failed, 1);
+    assert_eq!(h.neigh().counters().resolve_failed, 1);
 }

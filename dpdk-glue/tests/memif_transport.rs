@@ -1,6 +1,6 @@
 //! The stack's transports over DPDK: two `roce_stack` devices in one process
 //! joined by a `net_memif` pair (server and client ports on one socket),
-//! driven by `roce_stack::backend::pump` through `DpdkPort`. RC WRITE, READ
+//! driven by `roce_io::pump` through `DpdkPort`. RC WRITE, READ
 //! and SEND, and a UD SEND, each with its data checked byte for byte.
 //! Needs root.
 

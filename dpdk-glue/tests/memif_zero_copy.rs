@@ -1,6 +1,6 @@
 //! Zero-copy transmit end to end: a 64 KiB RDMA WRITE from a shared MR
 //! (`Device::reg_mr_shared`) over a `net_memif` pair, the sender driven by
-//! `roce_stack::backend::pump_gather`, so `DpdkPort::tx_burst_gather` sends
+//! `roce_io::pump_gather`, so `DpdkPort::tx_burst_gather` sends
 //! every data packet as an mbuf chain attached to the MR's memory
 //! (`rte_pktmbuf_attach_extbuf`). The data is checked at the receiver, the
 //! extbuf path is checked by the backend's counter, and the pin (the MR's
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::{eal, unique, TempDir};
 use dpdk_glue::extbuf::tx_chain_extbuf;
 use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
-use roce_stack::backend::{pump, pump_gather, TxFrame};
+use roce_io::{pump, pump_gather, TxFrame};
 use roce_stack::testing::{connect, test_config, test_device, ConnOpts, Faults, Pair};
 use roce_stack::verbs::{
     AccessFlags, Device, DeviceConfig, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,

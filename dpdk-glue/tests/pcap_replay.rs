@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{eal, unique, TempDir};
 use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
-use roce_stack::backend::pump;
+use roce_io::pump;
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::verbs::{AccessFlags, MrKeys, RecvWr, SendWr, Sge, WcStatus, WrOpcode};
 use roce_stack::wire::{AethSyndrome, Opcode, RocePacket};

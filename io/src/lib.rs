@@ -15,6 +15,11 @@
 //! The default features are every backend that needs no system library
 //! (`mem`, `udp`, `tap`, `pcap`).
 //!
+//! - [`pump`]: the loop step joining a backend and a
+//!   [`Device`](roce_stack::verbs::Device) (receive, timers, transmit).
+//! - [`adapt`]: wrappers that work over any backend: seeded faults
+//!   ([`adapt::FaultIo`]), a capture tee ([`adapt::TeeIo`]), ARP/NDP/ping
+//!   ([`adapt::NeighIo`]).
 //! - [`open`]: a backend chosen at run time ([`BackendKind`]), boxed as an
 //!   [`AnyIo`] with the addresses the local device must use ([`Opened`]).
 //! - [`sys`]: the OS calls the backends need that neither `std` nor a
@@ -24,7 +29,9 @@
 
 pub use roce_stack::backend::{FrameIo, TxFrame};
 
+pub mod adapt;
 pub mod open;
+pub mod pump;
 pub mod sys;
 
 #[cfg(feature = "mem")]
@@ -35,6 +42,8 @@ pub mod pcap;
 pub mod tap;
 #[cfg(feature = "udp")]
 pub mod udp;
+
+pub use pump::{pump, pump_gather, PumpStats};
 
 pub use open::{
     mac_for_ip, open, open_dpdk, open_dpdk_unlinked, AnyIo, BackendError, BackendKind,

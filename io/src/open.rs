@@ -19,7 +19,9 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use roce_stack::backend::FrameIo;
+use std::os::fd::BorrowedFd;
+
+use roce_stack::backend::{FrameIo, TxFrame};
 
 /// The backends `--backend` accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -158,6 +160,12 @@ trait ErasedIo: Send {
         max: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<usize, BackendError>;
+    fn tx_burst_gather(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+    ) -> Result<usize, BackendError>;
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
 }
 
 impl<B> ErasedIo for B
@@ -181,9 +189,20 @@ where
     ) -> Result<usize, BackendError> {
         FrameIo::tx_burst(self, max, fill).map_err(BackendError::wrap)
     }
+    fn tx_burst_gather(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+    ) -> Result<usize, BackendError> {
+        FrameIo::tx_burst_gather(self, max, fill).map_err(BackendError::wrap)
+    }
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        FrameIo::wait_fd(self)
+    }
 }
 
-/// Any backend, chosen at run time: one virtual call per burst.
+/// Any backend, chosen at run time: one virtual call per burst. Zero-copy
+/// transmit and [`FrameIo::wait_fd`] reach the backend inside.
 pub struct AnyIo(Box<dyn ErasedIo>);
 
 impl AnyIo {
@@ -220,6 +239,16 @@ impl FrameIo for AnyIo {
         fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<usize, BackendError> {
         self.0.tx_burst(max, fill)
+    }
+    fn tx_burst_gather(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+    ) -> Result<usize, BackendError> {
+        self.0.tx_burst_gather(max, fill)
+    }
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.0.wait_fd()
     }
 }
 

@@ -126,7 +126,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -851,8 +851,26 @@ fn rewrite_for_wire(frame: &mut [u8], sport: u16) -> Option<WireInfo> {
     })
 }
 
+/// The socket datagrams arrive on (raw mode: the raw socket): readable
+/// when a frame waits.
+impl AsFd for UdpIo {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.raw.as_ref().unwrap_or(&self.sock).as_fd()
+    }
+}
+
+impl AsRawFd for UdpIo {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
 impl FrameIo for UdpIo {
     type Error = io::Error;
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
 
     fn max_frame_len(&self) -> usize {
         // What fits in one datagram with the headers in front.

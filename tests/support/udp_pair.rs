@@ -6,8 +6,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use roce_io::mac_for_ip;
+use roce_io::pump;
 use roce_io::udp::{UdpConfig, UdpIo};
-use roce_stack::backend::pump;
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use dpdk_glue::{DpdkError, DpdkPort, Eal};
-use roce_stack::backend::pump;
+use roce_io::pump;
 use roce_stack::verbs::Device;
 
 /// EAL arguments for a test process: no hugepages, no PCI, no shared config,

@@ -17,9 +17,9 @@
 //! [`PcapIo::set_clock`]: `rx_burst` then only delivers frames captured at
 //! or before it, and [`PcapIo::next_time`] tells when the next one is due.
 //!
-//! [`PcapTap`] is the recorder the `mem` backend uses for `roce perf
-//! --pcap`: it writes frames from several threads, stamped with the wall
-//! clock.
+//! [`PcapTap`] is the recorder of `roce perf --pcap` (behind a
+//! [`crate::adapt::TeeIo`] on any backend): it writes frames from several
+//! threads, stamped with the wall clock.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -34,7 +34,7 @@ use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use roce_stack::backend::FrameIo;
 
-use crate::mem::FrameTap;
+use crate::adapt::FrameTap;
 
 pub mod read;
 
