@@ -3,6 +3,7 @@
 //! Subcommands live in their own modules; `main.rs` only parses arguments.
 //! The backends they move frames with are the `roce-io` crate.
 
+pub mod capture;
 pub mod decode;
 pub mod perf;
 pub mod replay;

@@ -1489,31 +1489,12 @@ fn r32_pfc_frame_always_60_bytes() {
     );
 }
 
-/// Frames of a classic little-endian microsecond pcap file.
-fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&data[0..4], &[0xd4, 0xc3, 0xb2, 0xa1], "classic LE pcap");
-    let linktype = u32::from_le_bytes(data[20..24].try_into().unwrap());
-    assert_eq!(linktype, 1, "Ethernet");
-    let mut off = 24;
-    let mut out = Vec::new();
-    while off + 16 <= data.len() {
-        let incl = u32::from_le_bytes(data[off + 8..off + 12].try_into().unwrap()) as usize;
-        let orig = u32::from_le_bytes(data[off + 12..off + 16].try_into().unwrap()) as usize;
-        assert_eq!(incl, orig, "not truncated");
-        out.push(data[off + 16..off + 16 + incl].to_vec());
-        off += 16 + incl;
-    }
-    assert_eq!(off, data.len());
-    out
-}
-
 #[test]
 fn r32_pfc_pause_match_reference_pcap_and_vectors() {
     // pfc.pcap, as tshark 4.0 decodes it: (1) PAUSE pause_time 65535,
     // (2) PFC enable 0x0008 (C3) C3 time 65535, (3) PFC enable 0x0008 C3 time 0;
     // all from 02:00:00:00:00:01, 60 bytes.
-    let frames = read_pcap(&common::shared_dir().join("reference/pfc.pcap"));
+    let frames = common::read_pcap(&common::shared_dir().join("reference/pfc.pcap"));
     assert_eq!(frames.len(), 3);
     let ours = [
         emit_mac_control(MacControl::Pause(PauseRepr { quanta: 0xFFFF })),

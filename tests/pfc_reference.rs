@@ -108,30 +108,14 @@ fn pcap_path() -> std::path::PathBuf {
     common::shared_dir().join("reference/pfc.pcap")
 }
 
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    let mut r = pcap_file::pcap::PcapReader::new(&data[..]).expect("pcap header");
-    let mut frames = Vec::new();
-    while let Some(p) = r.next_packet() {
-        frames.push(p.expect("pcap record").data.into_owned());
-    }
-    frames
-}
-
 fn write_pcap(path: &Path, frames: &[(Instant, Vec<u8>)]) {
-    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-    let header = PcapHeader {
-        snaplen: 65535,
-        datalink: pcap_file::DataLink::ETHERNET,
-        ..PcapHeader::default()
-    };
-    let mut w = PcapWriter::with_header(Vec::new(), header).expect("pcap header");
-    for (t, f) in frames {
-        let ts = std::time::Duration::from_nanos(t.as_nanos());
-        w.write_packet(&PcapPacket::new(ts, f.len() as u32, f))
-            .expect("pcap record");
-    }
-    std::fs::write(path, w.into_writer()).expect("write pcap");
+    let bytes = roce_io::pcap::write::to_vec(
+        frames
+            .iter()
+            .map(|(t, f)| (std::time::Duration::from_nanos(t.as_nanos()), f.as_slice())),
+        roce_io::pcap::Resolution::Micro,
+    );
+    std::fs::write(path, bytes).expect("write pcap");
 }
 
 fn emit(mc: &MacControl, src: [u8; 6]) -> Vec<u8> {
@@ -152,7 +136,7 @@ fn poll(g: &mut PfcGenerator, now: Instant) -> Vec<u8> {
 /// from our parser's decode.
 #[test]
 fn pfc_pcap_frames_rebuilt_byte_exact() {
-    let frames = read_pcap(&pcap_path());
+    let frames = common::read_pcap(&pcap_path());
     assert_eq!(frames.len(), 3);
     for f in &frames {
         assert_eq!(f.len(), 60);
@@ -189,7 +173,7 @@ fn pfc_pcap_frames_rebuilt_byte_exact() {
 fn pfc_pcap_tshark_decode_rebuilds_the_frames() {
     let Some(bin) = common::tshark() else { return };
     let path = pcap_path();
-    let frames = read_pcap(&path);
+    let frames = common::read_pcap(&path);
     let rows = tshark_rows(&bin, &path);
     assert_eq!(rows.len(), frames.len());
     let expected = [

@@ -72,14 +72,11 @@ impl Pkt {
 
 /// Every frame of a pcap: (frame number, bytes).
 fn frames(path: &Path) -> Vec<(usize, Vec<u8>)> {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut r = pcap_file::pcap::PcapReader::new(&data[..]).expect("pcap header");
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        let p = p.expect("pcap record");
-        out.push((out.len() + 1, p.data.into_owned()));
-    }
-    out
+    common::read_pcap(path)
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| (i + 1, f))
+        .collect()
 }
 
 fn parse(number: usize, raw: &[u8]) -> Option<Pkt> {

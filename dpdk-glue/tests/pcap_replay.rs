@@ -123,7 +123,7 @@ fn pcap_replay_responses_have_valid_icrc() {
         .enumerate()
         .map(|(i, f)| (Duration::from_micros(i as u64), f.clone()))
         .collect();
-    std::fs::write(&rx, pcap_fixtures::write_pcap(&stamped).unwrap()).unwrap();
+    std::fs::write(&rx, pcap_fixtures::write_pcap(&stamped)).unwrap();
 
     // The responder: side 1 of an identical setup, behind net_pcap.
     let (p, c, _a, b) = pair();

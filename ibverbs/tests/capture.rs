@@ -214,13 +214,11 @@ fn is_probe(frame: &[u8], probe: u16) -> bool {
 }
 
 fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let f = std::fs::File::open(path).expect("capture file");
-    let mut r = pcap_file::pcap::PcapReader::new(f).expect("classic pcap");
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.expect("pcap record").data.into_owned());
-    }
-    out
+    roce_io::pcap::read_timed(path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|f| f.data)
+        .collect()
 }
 
 struct Captured {

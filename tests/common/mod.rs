@@ -13,6 +13,23 @@ pub fn shared_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared")
 }
 
+/// Every frame of the capture at `path` (pcap or pcapng), in file order,
+/// read by the project's capture reader (`roce_io::pcap::read_timed`).
+///
+/// # Panics
+/// If the file cannot be read or is not a capture.
+pub fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
+    read_pcap_timed(path).into_iter().map(|f| f.data).collect()
+}
+
+/// [`read_pcap`] with each frame's capture time.
+///
+/// # Panics
+/// As [`read_pcap`].
+pub fn read_pcap_timed(path: &std::path::Path) -> Vec<roce_io::pcap::TimedFrame> {
+    roce_io::pcap::read_timed(path).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Decode a hex string (whitespace ignored).
 pub fn unhex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
