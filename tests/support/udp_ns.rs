@@ -192,7 +192,7 @@ impl Capture {
     pub fn stop(&mut self) -> Vec<Vec<u8>> {
         self.sync();
         self.kill();
-        let frames = crate::common::icrc_ref::read_pcap(&self.path);
+        let frames = crate::common::read_pcap(&self.path);
         frames
             .into_iter()
             .filter(|f| {
