@@ -41,10 +41,11 @@ use netns::Netns;
 use roce_io::tap::{TapHost, TapIo};
 use roce_stack::backend::FrameIo;
 use roce_stack::neigh::Resolution;
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
+    Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr,
+    SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 use roce_stack::wire::{
     BthRepr, EthRepr, ExtHeaders, Ipv4Repr, NetRepr, Opcode, PacketRepr, UdpChecksum, UdpRepr,
@@ -219,19 +220,6 @@ fn connect(h: &mut [TapHost; 2], qp_type: QpType, av: [AddressVector; 2]) -> Con
         d.modify_qp(c.qpn[s], &a, rts).expect("RTS");
     }
     c
-}
-
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
-        .collect()
 }
 
 /// Poll both hosts until side `s`'s CQ holds `n` completions; return them.

@@ -10,27 +10,14 @@ use std::time::Duration;
 
 use common::{eal, pump_until, unique, TempDir};
 use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::transport::av::AddressVector;
 use roce_stack::verbs::{
-    AccessFlags, Device, MrKeys, QpType, RecvWr, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus,
-    WrOpcode,
+    Device, MrKeys, QpType, RecvWr, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 
 const QKEY: u32 = 0x1111_1111;
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
 
 /// Two connected devices over a memif pair.
 struct Setup {

@@ -16,18 +16,13 @@ use common::{eal, unique, TempDir};
 use dpdk_glue::extbuf::tx_chain_extbuf;
 use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
 use roce_io::{pump, pump_gather, TxFrame};
+use roce_stack::testing::pattern;
 use roce_stack::testing::{connect, test_config, test_device, ConnOpts, Faults, Pair};
 use roce_stack::verbs::{
     AccessFlags, Device, DeviceConfig, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 
 const LEN: usize = 64 * 1024;
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 10) as u8)
-        .collect()
-}
 
 fn memif_ports(dir: &TempDir) -> [DpdkPort; 2] {
     let eal = eal();

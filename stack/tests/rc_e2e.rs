@@ -2,23 +2,9 @@
 
 use std::time::Duration;
 
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
-use roce_stack::verbs::{
-    AccessFlags, QpType, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
-};
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
+use roce_stack::verbs::{QpType, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode};
 
 fn poll_all(p: &mut Pair, side: usize, cq: u32) -> Vec<Wc> {
     let mut out = Vec::new();

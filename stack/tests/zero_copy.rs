@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use roce_stack::backend::{FrameIo, TxFrame};
 use roce_stack::testing::test_config;
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
@@ -22,19 +23,6 @@ use roce_stack::verbs::{
     RecvWr, SendWr, Sge, VerbsError, WrOpcode,
 };
 use roce_stack::wire::{Opcode, RocePacket, VlanTag};
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) ^ (i >> 8) as u8)
-        .collect()
-}
-
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
 
 fn config(i: u8, ipv6: bool, zc_min: usize) -> DeviceConfig {
     let mut c = test_config(i, 1500);

@@ -116,6 +116,24 @@ pub struct WireStats {
     pub corrupted: u64,
 }
 
+/// `len` bytes of test data that differ per `seed` and per offset (byte
+/// `i` is `31 i + seed` xor `i / 256`, so a block misplaced by a multiple of
+/// 256 bytes is caught too): the one payload pattern of the test trees.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
+
+/// Every access flag a test memory region may need (local write, remote
+/// write, read and atomic).
+pub fn all_access() -> AccessFlags {
+    AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC
+}
+
 /// The configuration of test side `i` (0 or 1): MAC 02:00:00:00:00:0(i+1),
 /// GID 0 = IPv4 10.0.0.(i+1), on an Ethernet of `netdev_mtu` bytes.
 pub fn test_config(i: u8, netdev_mtu: usize) -> DeviceConfig {

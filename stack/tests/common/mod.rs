@@ -4,31 +4,12 @@
 
 use std::time::Duration;
 
+pub use roce_stack::testing::{all_access, pattern};
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
-use roce_stack::verbs::{AccessFlags, MrKeys, RecvWr, SendWr, Sge, Wc, WcStatus, WrOpcode};
+use roce_stack::verbs::{MrKeys, RecvWr, SendWr, Sge, Wc, WcStatus, WrOpcode};
 use roce_stack::wire::ext::{AethRepr, RethRepr};
 use roce_stack::wire::{BthRepr, ExtHeaders, NetInfo, Opcode, RocePacket};
-
-/// Every remote right plus LOCAL_WRITE.
-pub fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
-
-/// `len` bytes of a pattern that differs per `seed`.
-pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            (i as u8)
-                .wrapping_mul(31)
-                .wrapping_add(seed)
-                .wrapping_add((i >> 8) as u8)
-        })
-        .collect()
-}
 
 fn blank_wc() -> Wc {
     Wc::EMPTY
