@@ -23,6 +23,7 @@ use std::path::Path;
 use roce_stack::pfc::{GeneratorConfig, PfcGenerator, Thresholds};
 use roce_stack::time::Instant;
 use roce_stack::wire::pfc::{MacControl, PauseRepr, PfcRepr, OPCODE_PAUSE, OPCODE_PFC};
+use roce_stack::wire::{classify, Frame};
 
 const FIELDS: &[&str] = &[
     "frame.number",
@@ -278,4 +279,54 @@ fn generator_output_decodes_in_tshark() {
             "{at}: our parser"
         );
     }
+}
+
+#[test]
+/// CASES R32: the builder's PAUSE, PFC XOFF and PFC XON frames equal
+/// pfc.pcap's and the hex lines of vectors.txt.
+fn r32_pfc_pause_match_reference_pcap_and_vectors() {
+    // pfc.pcap, as tshark 4.0 decodes it: (1) PAUSE pause_time 65535,
+    // (2) PFC enable 0x0008 (C3) C3 time 65535, (3) PFC enable 0x0008 C3 time 0;
+    // all from 02:00:00:00:00:01, 60 bytes.
+    let frames = common::read_pcap(&pcap_path());
+    assert_eq!(frames.len(), 3);
+    let ours = [
+        emit(&MacControl::Pause(PauseRepr { quanta: 0xFFFF }), PCAP_SRC),
+        emit(&MacControl::Pfc(PfcRepr::xoff(3, 0xFFFF)), PCAP_SRC),
+        emit(&MacControl::Pfc(PfcRepr::xon(3)), PCAP_SRC),
+    ];
+    for (i, (theirs, ours)) in frames.iter().zip(&ours).enumerate() {
+        assert_eq!(theirs, ours, "pfc.pcap frame {}", i + 1);
+    }
+    // The same three as hex lines at the end of vectors.txt.
+    let vectors: Vec<(String, Vec<u8>)> = common::reference_vectors()
+        .into_iter()
+        .filter(|(n, _)| n.contains("PAUSE") || n.contains("PFC"))
+        .collect();
+    assert_eq!(vectors.len(), 3);
+    for (name, hex) in &vectors {
+        let want = if name.contains("PAUSE") {
+            &ours[0]
+        } else if name.contains("XOFF") {
+            &ours[1]
+        } else {
+            assert!(name.contains("XON"), "{name}");
+            &ours[2]
+        };
+        assert_eq!(hex, want, "{name}");
+    }
+    // And they parse to what tshark shows.
+    assert_eq!(
+        MacControl::parse(&frames[0]),
+        Ok(MacControl::Pause(PauseRepr { quanta: 65535 }))
+    );
+    assert_eq!(
+        MacControl::parse(&frames[1]),
+        Ok(MacControl::Pfc(PfcRepr {
+            class_enable: 0x0008,
+            quanta: [0, 0, 0, 65535, 0, 0, 0, 0],
+        }))
+    );
+    assert!(matches!(classify(&frames[0]), Frame::Pause(_, _)));
+    assert!(matches!(classify(&frames[2]), Frame::Pfc(_, _)));
 }

@@ -125,6 +125,19 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// The bytes of a hex string (white space ignored), for test vectors.
+///
+/// # Panics
+/// On an odd number of digits or a character that is not a hex digit.
+pub fn unhex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(s.len() % 2 == 0, "odd number of hex digits");
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
 /// Every access flag a test memory region may need (local write, remote
 /// write, read and atomic).
 pub fn all_access() -> AccessFlags {

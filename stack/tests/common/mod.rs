@@ -1,15 +1,19 @@
 //! Helpers shared by the transport scenario tests (CASES.md): polling,
 //! decoding captured frames, and frames for tests that play a peer by hand.
-#![allow(dead_code)]
+// Each test binary uses a part of the helpers.
+#![allow(dead_code, unused_imports)]
+
+mod shared;
 
 use std::time::Duration;
 
-pub use roce_stack::testing::{all_access, pattern};
+pub use roce_stack::testing::{all_access, pattern, unhex};
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
 use roce_stack::verbs::{MrKeys, RecvWr, SendWr, Sge, Wc, WcStatus, WrOpcode};
 use roce_stack::wire::ext::{AethRepr, RethRepr};
 use roce_stack::wire::{BthRepr, ExtHeaders, NetInfo, Opcode, RocePacket};
+pub use shared::{public_vectors, reference_vectors, shared_dir};
 
 fn blank_wc() -> Wc {
     Wc::EMPTY
