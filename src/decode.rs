@@ -903,73 +903,190 @@ fn write_roce_text(
 }
 
 // ---------------------------------------------------------------------------
-// JSON. Written by hand into the reused line buffer, in the contract's key
-// order; every string is escaped.
+// JSON, through serde_json: one struct per object, whose field order is the
+// contract's key order.
 
-fn json_str(s: &mut String, v: &str) {
-    s.push('"');
-    for c in v.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            '\n' => s.push_str("\\n"),
-            '\r' => s.push_str("\\r"),
-            '\t' => s.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(s, "\\u{:04x}", c as u32);
-            }
-            c => s.push(c),
-        }
+use roce_stack::wire::AethSyndrome;
+use serde::Serialize;
+
+/// A value written as a JSON string through its `Display` (addresses, MACs,
+/// hex, syndrome text).
+struct Disp<T>(T);
+
+impl<T: fmt::Display> Serialize for Disp<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
     }
-    s.push('"');
 }
 
-/// A JSON object being written: handles the commas.
-struct Obj<'s> {
-    s: &'s mut String,
-    first: bool,
+#[derive(Serialize)]
+struct JsonFrame {
+    frame: u64,
+    kind: &'static str,
+    src_mac: Option<Disp<Mac>>,
+    dst_mac: Option<Disp<Mac>>,
+    vlan: Option<JsonVlan>,
+    #[serde(flatten)]
+    body: JsonBody,
 }
 
-impl<'s> Obj<'s> {
-    fn new(s: &'s mut String) -> Obj<'s> {
-        s.push('{');
-        Obj { s, first: true }
+#[derive(Serialize)]
+struct JsonVlan {
+    pcp: u8,
+    dei: bool,
+    vid: u16,
+}
+
+/// The fields after `vlan`, by kind of frame.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum JsonBody {
+    Roce(Box<JsonRoce>),
+    Error {
+        error: &'static str,
+    },
+    Pfc {
+        class_enable: u16,
+        quanta: [u16; 8],
+    },
+    Pause {
+        quanta: u16,
+    },
+    Arp {
+        op: JsonArpOp,
+        sender_ip: Disp<IpAddr>,
+        target_ip: Disp<IpAddr>,
+    },
+    Other {
+        ethertype: Option<u16>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum JsonArpOp {
+    Name(&'static str),
+    Code(u16),
+}
+
+#[derive(Serialize)]
+struct JsonRoce {
+    version: u8,
+    src: Disp<IpAddr>,
+    dst: Disp<IpAddr>,
+    sport: Option<u16>,
+    dport: Option<u16>,
+    dscp: u8,
+    ecn: u8,
+    ttl: u8,
+    opcode: u8,
+    opcode_name: &'static str,
+    se: bool,
+    migreq: bool,
+    pad: u8,
+    tver: u8,
+    pkey: u16,
+    fecn: bool,
+    becn: bool,
+    dest_qp: u32,
+    ack_req: bool,
+    psn: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rdeth: Option<JsonRdeth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deth: Option<JsonDeth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    xrceth: Option<JsonXrceth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    feth: Option<JsonFeth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reth: Option<JsonReth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    atomic_eth: Option<JsonAtomicEth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aeth: Option<JsonAeth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    atomic_ack_eth: Option<JsonAtomicAckEth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    immdt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ieth: Option<u32>,
+    payload_len: usize,
+    icrc: Option<Disp<Hex4>>,
+    icrc_status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ip_checksum_bad: Option<JsonIpChecksum>,
+}
+
+/// A wrong IPv4 header checksum: what the frame carries, what it should be.
+#[derive(Serialize)]
+struct JsonIpChecksum {
+    wire: u16,
+    computed: u16,
+}
+
+#[derive(Serialize)]
+struct JsonRdeth {
+    ee_context: u32,
+}
+
+#[derive(Serialize)]
+struct JsonDeth {
+    qkey: u32,
+    src_qp: u32,
+}
+
+#[derive(Serialize)]
+struct JsonXrceth {
+    xrc_srq: u32,
+}
+
+#[derive(Serialize)]
+struct JsonFeth {
+    raw: u32,
+}
+
+#[derive(Serialize)]
+struct JsonReth {
+    va: u64,
+    rkey: u32,
+    dma_len: u32,
+}
+
+#[derive(Serialize)]
+struct JsonAtomicEth {
+    va: u64,
+    rkey: u32,
+    swap_add: u64,
+    compare: u64,
+}
+
+#[derive(Serialize)]
+struct JsonAeth {
+    syndrome: u8,
+    msn: u32,
+    text: Disp<AethSyndrome>,
+}
+
+#[derive(Serialize)]
+struct JsonAtomicAckEth {
+    orig: u64,
+}
+
+/// `io::Write` into the reused line buffer. serde_json hands over whole
+/// UTF-8 pieces (ASCII punctuation and digits, and string slices cut at
+/// ASCII escape points), so each piece is valid UTF-8 on its own.
+struct LineWriter<'s>(&'s mut String);
+
+impl io::Write for LineWriter<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let piece =
+            core::str::from_utf8(b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        self.0.push_str(piece);
+        Ok(b.len())
     }
-    fn key(&mut self, k: &str) -> &mut String {
-        if !self.first {
-            self.s.push(',');
-        }
-        self.first = false;
-        json_str(self.s, k);
-        self.s.push(':');
-        self.s
-    }
-    fn num(&mut self, k: &str, v: impl fmt::Display) {
-        let s = self.key(k);
-        let _ = write!(s, "{v}");
-    }
-    fn bool(&mut self, k: &str, v: bool) {
-        self.key(k).push_str(if v { "true" } else { "false" });
-    }
-    fn str(&mut self, k: &str, v: &str) {
-        let s = self.key(k);
-        json_str(s, v);
-    }
-    /// A string from a `Display` value that contains no character needing an
-    /// escape (addresses, hex).
-    fn disp(&mut self, k: &str, v: impl fmt::Display) {
-        let s = self.key(k);
-        let _ = write!(s, "\"{v}\"");
-    }
-    fn null(&mut self, k: &str) {
-        self.key(k).push_str("null");
-    }
-    fn obj(&mut self, k: &str) -> Obj<'_> {
-        let s = self.key(k);
-        Obj::new(s)
-    }
-    fn end(self) {
-        self.s.push('}');
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -980,7 +1097,6 @@ fn write_json(
     icrc: Option<IcrcStatus>,
     ip_bad: Option<(u16, u16)>,
 ) {
-    let kind = FrameKind::of(frame);
     let l2 = match frame {
         Frame::Roce(p) => Some(p.l2()),
         Frame::BadRoce(l, _)
@@ -990,159 +1106,107 @@ fn write_json(
         | Frame::Arp(l, _) => Some(*l),
         Frame::Other(l) => *l,
     };
-    let mut o = Obj::new(s);
-    o.num("frame", number);
-    o.str("kind", kind.as_str());
-    match &l2 {
-        Some(l) => {
-            o.disp("src_mac", Mac(l.src));
-            o.disp("dst_mac", Mac(l.dst));
-        }
-        None => {
-            o.null("src_mac");
-            o.null("dst_mac");
-        }
-    }
-    match l2.and_then(|l| l.vlan) {
-        Some(v) => {
-            let mut vo = o.obj("vlan");
-            vo.num("pcp", v.pcp);
-            vo.bool("dei", v.dei);
-            vo.num("vid", v.vid);
-            vo.end();
-        }
-        None => o.null("vlan"),
-    }
-    match frame {
-        Frame::Roce(p) => {
-            write_roce_json(&mut o, p, icrc.unwrap_or(IcrcStatus::Truncated));
-            if let Some((wire, computed)) = ip_bad {
-                let mut c = o.obj("ip_checksum_bad");
-                c.num("wire", wire);
-                c.num("computed", computed);
-                c.end();
-            }
-        }
-        Frame::BadRoce(_, e) | Frame::BadMacControl(_, e) => o.str("error", e.counter_name()),
-        Frame::Pfc(_, p) => {
-            o.num("class_enable", p.class_enable);
-            let a = o.key("quanta");
-            a.push('[');
-            for (i, q) in p.quanta.iter().enumerate() {
-                if i > 0 {
-                    a.push(',');
-                }
-                let _ = write!(a, "{q}");
-            }
-            a.push(']');
-        }
-        Frame::Pause(_, p) => o.num("quanta", p.quanta),
-        Frame::Arp(_, a) => {
-            match a.op {
-                ArpOp::Request => o.str("op", "request"),
-                ArpOp::Reply => o.str("op", "reply"),
-                ArpOp::Other(v) => o.num("op", v),
-            }
-            o.disp("sender_ip", a.sender_ip);
-            o.disp("target_ip", a.target_ip);
-        }
-        Frame::Other(l) => match l {
-            Some(l) => o.num("ethertype", l.ethertype),
-            None => o.null("ethertype"),
+    let body = match frame {
+        Frame::Roce(p) => JsonBody::Roce(Box::new(JsonRoce {
+            ip_checksum_bad: ip_bad.map(|(wire, computed)| JsonIpChecksum { wire, computed }),
+            ..roce_json(p, icrc.unwrap_or(IcrcStatus::Truncated))
+        })),
+        Frame::BadRoce(_, e) | Frame::BadMacControl(_, e) => JsonBody::Error {
+            error: e.counter_name(),
         },
-    }
-    o.end();
+        Frame::Pfc(_, p) => JsonBody::Pfc {
+            class_enable: p.class_enable,
+            quanta: p.quanta,
+        },
+        Frame::Pause(_, p) => JsonBody::Pause { quanta: p.quanta },
+        Frame::Arp(_, a) => JsonBody::Arp {
+            op: match a.op {
+                ArpOp::Request => JsonArpOp::Name("request"),
+                ArpOp::Reply => JsonArpOp::Name("reply"),
+                ArpOp::Other(v) => JsonArpOp::Code(v),
+            },
+            sender_ip: Disp(a.sender_ip.into()),
+            target_ip: Disp(a.target_ip.into()),
+        },
+        Frame::Other(l) => JsonBody::Other {
+            ethertype: l.map(|l| l.ethertype),
+        },
+    };
+    let obj = JsonFrame {
+        frame: number,
+        kind: FrameKind::of(frame).as_str(),
+        src_mac: l2.map(|l| Disp(Mac(l.src))),
+        dst_mac: l2.map(|l| Disp(Mac(l.dst))),
+        vlan: l2.and_then(|l| l.vlan).map(|v| JsonVlan {
+            pcp: v.pcp,
+            dei: v.dei,
+            vid: v.vid,
+        }),
+        body,
+    };
+    // Writing into a String only fails on a piece that is not UTF-8, which
+    // serde_json does not produce.
+    let _ = serde_json::to_writer(LineWriter(s), &obj);
 }
 
-fn write_roce_json(o: &mut Obj<'_>, p: &RocePacket<'_>, icrc: IcrcStatus) {
-    o.num("version", RoceVersion::of(p).number());
-    o.disp("src", p.net().src());
-    o.disp("dst", p.net().dst());
-    match p.udp() {
-        Some(u) => {
-            o.num("sport", u.src_port);
-            o.num("dport", u.dst_port);
-        }
-        None => {
-            o.null("sport");
-            o.null("dport");
-        }
+fn roce_json(p: &RocePacket<'_>, icrc: IcrcStatus) -> JsonRoce {
+    let net = p.net();
+    let b = p.bth();
+    let e = p.ext();
+    JsonRoce {
+        version: RoceVersion::of(p).number(),
+        src: Disp(net.src()),
+        dst: Disp(net.dst()),
+        sport: p.udp().map(|u| u.src_port),
+        dport: p.udp().map(|u| u.dst_port),
+        dscp: net.dscp(),
+        ecn: net.ecn(),
+        ttl: net.ttl(),
+        opcode: b.opcode.0,
+        opcode_name: b.opcode.name(),
+        se: b.solicited,
+        migreq: b.migreq,
+        pad: b.pad_count,
+        tver: b.tver,
+        pkey: b.pkey,
+        fecn: b.fecn,
+        becn: b.becn,
+        dest_qp: b.dest_qp,
+        ack_req: b.ack_req,
+        psn: b.psn,
+        rdeth: e.rdeth().map(|r| JsonRdeth {
+            ee_context: r.ee_context,
+        }),
+        deth: e.deth().map(|d| JsonDeth {
+            qkey: d.qkey,
+            src_qp: d.src_qp,
+        }),
+        xrceth: e.xrceth().map(|r| JsonXrceth { xrc_srq: r.xrc_srq }),
+        feth: e.feth().map(|r| JsonFeth { raw: r.raw }),
+        reth: e.reth().map(|r| JsonReth {
+            va: r.va,
+            rkey: r.rkey,
+            dma_len: r.dma_len,
+        }),
+        atomic_eth: e.atomic_eth().map(|r| JsonAtomicEth {
+            va: r.va,
+            rkey: r.rkey,
+            swap_add: r.swap_add,
+            compare: r.compare,
+        }),
+        aeth: e.aeth().map(|r| JsonAeth {
+            syndrome: r.syndrome,
+            msn: r.msn,
+            text: Disp(r.kind()),
+        }),
+        atomic_ack_eth: e
+            .atomic_ack_eth()
+            .map(|r| JsonAtomicAckEth { orig: r.orig }),
+        immdt: e.immdt(),
+        ieth: e.ieth(),
+        payload_len: p.declared_payload_len(),
+        icrc: p.icrc().map(|w| Disp(Hex4(w))),
+        icrc_status: icrc.as_str(),
+        ip_checksum_bad: None,
     }
-    o.num("dscp", p.net().dscp());
-    o.num("ecn", p.net().ecn());
-    o.num("ttl", p.net().ttl());
-    let b = &p.bth();
-    o.num("opcode", b.opcode.0);
-    o.str("opcode_name", b.opcode.name());
-    o.bool("se", b.solicited);
-    o.bool("migreq", b.migreq);
-    o.num("pad", b.pad_count);
-    o.num("tver", b.tver);
-    o.num("pkey", b.pkey);
-    o.bool("fecn", b.fecn);
-    o.bool("becn", b.becn);
-    o.num("dest_qp", b.dest_qp);
-    o.bool("ack_req", b.ack_req);
-    o.num("psn", b.psn);
-    let e = &p.ext();
-    if let Some(r) = e.rdeth() {
-        let mut x = o.obj("rdeth");
-        x.num("ee_context", r.ee_context);
-        x.end();
-    }
-    if let Some(d) = e.deth() {
-        let mut x = o.obj("deth");
-        x.num("qkey", d.qkey);
-        x.num("src_qp", d.src_qp);
-        x.end();
-    }
-    if let Some(r) = e.xrceth() {
-        let mut x = o.obj("xrceth");
-        x.num("xrc_srq", r.xrc_srq);
-        x.end();
-    }
-    if let Some(r) = e.feth() {
-        let mut x = o.obj("feth");
-        x.num("raw", r.raw);
-        x.end();
-    }
-    if let Some(r) = e.reth() {
-        let mut x = o.obj("reth");
-        x.num("va", r.va);
-        x.num("rkey", r.rkey);
-        x.num("dma_len", r.dma_len);
-        x.end();
-    }
-    if let Some(r) = e.atomic_eth() {
-        let mut x = o.obj("atomic_eth");
-        x.num("va", r.va);
-        x.num("rkey", r.rkey);
-        x.num("swap_add", r.swap_add);
-        x.num("compare", r.compare);
-        x.end();
-    }
-    if let Some(r) = e.aeth() {
-        let mut x = o.obj("aeth");
-        x.num("syndrome", r.syndrome);
-        x.num("msn", r.msn);
-        x.disp("text", r.kind());
-        x.end();
-    }
-    if let Some(r) = e.atomic_ack_eth() {
-        let mut x = o.obj("atomic_ack_eth");
-        x.num("orig", r.orig);
-        x.end();
-    }
-    if let Some(v) = e.immdt() {
-        o.num("immdt", v);
-    }
-    if let Some(v) = e.ieth() {
-        o.num("ieth", v);
-    }
-    o.num("payload_len", p.declared_payload_len());
-    match p.icrc() {
-        Some(w) => o.disp("icrc", Hex4(w)),
-        None => o.null("icrc"),
-    }
-    o.str("icrc_status", icrc.as_str());
 }

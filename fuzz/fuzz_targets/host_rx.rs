@@ -24,7 +24,7 @@ fn fix_up(frame: &mut [u8], qpn: Option<u32>) {
             return;
         };
         let base = frame.as_ptr() as usize;
-        let bth = p.bth_view() as *const _ as usize - base;
+        let bth = p.bth_offset();
         let r = p.icrc_region();
         let start = r.as_ptr() as usize - base;
         (

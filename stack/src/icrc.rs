@@ -422,8 +422,8 @@ pub fn recover_ipv4_ident(region: &[u8], wire: [u8; 4]) -> Result<Option<(u16, b
     let head = region
         .first_chunk::<{ IcrcForm::Ipv4.masked_len() }>()
         .ok_or(Error::BthTruncated)?;
-    let ident = u16::from_be_bytes([head[4], head[5]]);
-    let df = head[6] & 0x40 != 0;
+    let ip = crate::wire::Ipv4Packet::new_unchecked(&head[..]);
+    let (ident, df) = (ip.ident(), ip.dont_frag());
     let e = compute_ipv4(region)? ^ u32::from_le_bytes(wire);
     if e == 0 {
         return Ok(Some((ident, df)));

@@ -22,9 +22,9 @@ use roce_stack::wire::ext::{
 use roce_stack::wire::grh::GrhRepr;
 use roce_stack::wire::pfc::MacControl;
 use roce_stack::wire::{
-    classify, Error, EthRepr, ExtHeader, ExtHeaders, Frame, HeaderTemplate, IcrcStatus, Ipv4Repr,
-    Ipv6Repr, NetInfo, NetRepr, Opcode, PacketRepr, ParseMode, RocePacket, UdpChecksum, UdpRepr,
-    VlanTag,
+    classify, Error, EthRepr, ExtHeader, ExtHeaders, Frame, GrhPacket, HeaderTemplate, IcrcStatus,
+    Ipv4Repr, Ipv6Repr, NetInfo, NetRepr, Opcode, PacketRepr, ParseMode, RocePacket, UdpChecksum,
+    UdpRepr, VlanTag,
 };
 
 fn cases(default: u32) -> u32 {
@@ -455,7 +455,7 @@ proptest! {
             (p.icrc_status(), p.computed_icrc(), p.declared_payload_len())
         });
         let _ = MacControl::parse(&bytes);
-        let _ = GrhRepr::parse(&bytes);
+        let _ = GrhPacket::new_checked(&bytes[..]).and_then(|g| GrhRepr::parse(&g));
     }
 
     /// Random bytes behind a plausible Ethernet header (so the parsers get past

@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd};
 
 use nix::sys::socket::{self as nsock, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage};
+use roce_stack::wire::UdpPacket;
 use socket2::{Domain, Protocol, SockAddr, SockFilter, Socket, Type};
 
 use super::{
@@ -313,7 +314,7 @@ impl UdpIo {
             return Ok(());
         };
         let to = self.dest(IpAddr::V4(dst));
-        self.tx_buf[l3 + IPV4_LEN + 2..l3 + IPV4_LEN + 4].copy_from_slice(&to.port().to_be_bytes());
+        UdpPacket::new_unchecked(&mut self.tx_buf[l3 + IPV4_LEN..end]).set_dst_port(to.port());
         let Some(raw) = &self.raw else {
             return Ok(());
         };

@@ -22,7 +22,7 @@ use crate::verbs::qp::{Qp, SendWqe};
 use crate::verbs::types::{AccessFlags, QpState, QpType, WcStatus};
 use crate::verbs::wr::{NetworkHdrType, Sge, Wc, WcFlags, WcOpcode};
 use crate::verbs::AsyncEvent;
-use crate::wire::{NetRepr, PacketRepr, UdpChecksum};
+use crate::wire::{ipv4, ipv6, udp, NetRepr, PacketRepr, UdpChecksum};
 
 /// Build the next frame `qp` wants to send: responses first, then requests.
 /// (`inline(always)`: the device's fast path and its paced path both call
@@ -289,45 +289,6 @@ pub(crate) fn shared_sge_range(
     None
 }
 
-/// RFC 1071 one's-complement sum over a byte stream given in pieces of any
-/// length (a piece may end on an odd byte).
-#[derive(Default)]
-struct InetSum {
-    sum: u64,
-    odd: Option<u8>,
-}
-
-impl InetSum {
-    fn add(&mut self, mut data: &[u8]) {
-        if let Some(hi) = self.odd.take() {
-            match data.split_first() {
-                Some((lo, rest)) => {
-                    self.sum += u64::from(u16::from_be_bytes([hi, *lo]));
-                    data = rest;
-                }
-                None => {
-                    self.odd = Some(hi);
-                    return;
-                }
-            }
-        }
-        let mut chunks = data.chunks_exact(2);
-        for c in &mut chunks {
-            self.sum += u64::from(u16::from_be_bytes([c[0], c[1]]));
-        }
-        self.odd = chunks.remainder().first().copied();
-    }
-    fn finish(mut self) -> u16 {
-        if let Some(hi) = self.odd.take() {
-            self.sum += u64::from(u16::from_be_bytes([hi, 0]));
-        }
-        while self.sum > 0xFFFF {
-            self.sum = (self.sum & 0xFFFF) + (self.sum >> 16);
-        }
-        !(self.sum as u16)
-    }
-}
-
 /// Finish a frame whose headers `repr.emit_headers` wrote into `buf` (the
 /// payload would start at `off`) for a payload of `len` bytes at `start` of
 /// `mem`, without copying the payload: the pad bytes and the ICRC (IBTA 1.7
@@ -347,11 +308,11 @@ pub(crate) fn finish_gather(
 ) -> Option<TxFrame> {
     let payload = mem.get(start..start.checked_add(len)?)?;
     let (form, l3_hdr) = match repr.net {
-        NetRepr::Ipv4(_) => (IcrcForm::Ipv4, 20),
-        NetRepr::Ipv6(_) => (IcrcForm::Ipv6, 40),
+        NetRepr::Ipv4(_) => (IcrcForm::Ipv4, ipv4::HEADER_LEN),
+        NetRepr::Ipv6(_) => (IcrcForm::Ipv6, ipv6::HEADER_LEN),
         NetRepr::Grh(_) => return None,
     };
-    let l3 = if repr.eth.vlan.is_some() { 18 } else { 14 };
+    let l3 = repr.eth.header_len();
     let pad = len.wrapping_neg() & 3;
     let end = off + len + pad + 4;
     if end < crate::wire::ETH_MIN_FRAME_LEN {
@@ -366,43 +327,24 @@ pub(crate) fn finish_gather(
     tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
     let tail_len = pad + 4;
 
-    let policy = match (repr.udp.checksum, &repr.net) {
-        (UdpChecksum::Default, NetRepr::Ipv4(_)) => UdpChecksum::Zero,
-        (UdpChecksum::Default, _) => UdpChecksum::Compute,
-        (p, _) => p,
-    };
     let udp_off = l3 + l3_hdr;
-    let value = match policy {
+    let value = match repr.net.udp_checksum(repr.udp.checksum) {
         UdpChecksum::Zero | UdpChecksum::Default => 0,
         UdpChecksum::Value(v) => v,
         UdpChecksum::Compute => {
+            let (src, dst) = repr.net.ip_addrs()?;
             let udp_len = end - udp_off;
-            let mut sum = InetSum::default();
-            match &repr.net {
-                NetRepr::Ipv4(r) => {
-                    sum.add(&r.src.octets());
-                    sum.add(&r.dst.octets());
-                }
-                NetRepr::Ipv6(r) => {
-                    sum.add(&r.src.octets());
-                    sum.add(&r.dst.octets());
-                }
-                NetRepr::Grh(_) => return None,
-            }
-            sum.add(&[0, 17]);
-            sum.add(&(udp_len as u32).to_be_bytes());
+            let mut sum = udp::pseudo_header(src, dst, udp_len as u32);
             // The UDP header's checksum field is still 0 (emit_headers).
             sum.add(buf.get(udp_off..off)?);
             sum.add(payload);
             sum.add(&tail[..tail_len]);
-            match sum.finish() {
-                0 => 0xFFFF,
-                c => c,
-            }
+            udp::transmitted(sum.finish())
         }
     };
-    buf.get_mut(udp_off + 6..udp_off + 8)?
-        .copy_from_slice(&value.to_be_bytes());
+    udp::Packet::new_checked(buf.get_mut(udp_off..)?)
+        .ok()?
+        .set_checksum(value);
     Some(TxFrame::Gather {
         hdr_len: off,
         payload: mem,

@@ -1,10 +1,12 @@
-//! ARP (RFC 826) for Ethernet/IPv4 through `smoltcp::wire`, so backends can
-//! answer for the stack's address and resolve neighbours.
+//! ARP (RFC 826) for Ethernet/IPv4 through `smoltcp::wire` (its `ArpPacket` is
+//! the checked view, its `ArpRepr` the meaning), so backends can answer for
+//! the stack's address and resolve neighbours.
 
 use core::net::Ipv4Addr;
 
 use smoltcp::wire::{ArpOperation, ArpPacket, ArpRepr as SArp, EthernetAddress};
 
+use super::ethernet::{self, EthRepr, EthernetFrame};
 use super::{Error, ETHERTYPE_ARP, ETH_MIN_FRAME_LEN};
 
 /// ARP operation.
@@ -93,13 +95,16 @@ impl ArpRepr {
             .get_mut(..ETH_MIN_FRAME_LEN)
             .ok_or(Error::BufferTooSmall)?;
         out.fill(0);
-        let dst = match self.op {
-            ArpOp::Request => [0xFF; 6],
-            _ => self.target_mac,
+        let (eth, body) = out.split_at_mut(ethernet::HEADER_LEN);
+        let eth_repr = EthRepr {
+            dst: match self.op {
+                ArpOp::Request => [0xFF; 6],
+                _ => self.target_mac,
+            },
+            src: self.sender_mac,
+            vlan: None,
         };
-        out[0..6].copy_from_slice(&dst);
-        out[6..12].copy_from_slice(&self.sender_mac);
-        out[12..14].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+        eth_repr.emit(&mut EthernetFrame::new_unchecked(eth), ETHERTYPE_ARP);
         let repr = SArp::EthernetIpv4 {
             operation: match self.op {
                 ArpOp::Request => ArpOperation::Request,
@@ -111,7 +116,7 @@ impl ArpRepr {
             target_hardware_addr: EthernetAddress(self.target_mac),
             target_protocol_addr: self.target_ip,
         };
-        let mut pkt = ArpPacket::new_unchecked(&mut out[14..14 + repr.buffer_len()]);
+        let mut pkt = ArpPacket::new_unchecked(&mut body[..repr.buffer_len()]);
         repr.emit(&mut pkt);
         Ok(ETH_MIN_FRAME_LEN)
     }

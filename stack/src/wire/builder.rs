@@ -5,90 +5,38 @@
 //! length, the IPv4 header checksum and the UDP checksum policy. For zero-copy
 //! senders the same work is split in two: [`PacketRepr::emit_headers`] writes the
 //! headers and returns where the payload goes, the caller writes the payload in
-//! place, and [`PacketRepr::finalize`] adds pad, ICRC and checksums.
+//! place, and [`PacketRepr::finalize`] adds pad, ICRC and checksums. Each header
+//! is written by its own `Repr` ([`EthRepr`], [`Ipv4Repr`], [`Ipv6Repr`],
+//! [`GrhRepr`], [`UdpRepr`], [`BthRepr`], [`ExtHeaders`]).
 //!
 //! Lengths (CASES R04 d): UDP length = 8 + 12 + extension headers + payload +
 //! pad + 4; IPv4 total length = 20 + UDP length; IPv6 payload length = UDP length;
 //! GRH PayLen = BTH .. ICRC. Frames shorter than 60 bytes are zero-padded to 60;
 //! the padding is never counted in a length field.
 //!
-//! UDP checksum policy ([`UdpChecksum`]): over IPv4 the default is 0 ("no
-//! checksum", RFC 768), what rxe and ConnectX send; the ICRC protects the
-//! packet. Over IPv6 a zero UDP checksum is only legal under RFC 6935/6936
-//! (tunnel endpoints that opt in), and plain IPv6 receivers and Wireshark reject
-//! it, so the IPv6 default computes the full checksum (RFC 8200 §8.1). Both
-//! defaults can be overridden, e.g. `Zero` to match rxe on IPv6.
+//! The UDP checksum follows [`UdpChecksum`]: 0 over IPv4, computed over IPv6
+//! (see [`udp`] for why); both defaults can be overridden, e.g.
+//! `Zero` to match rxe on IPv6.
 
-use core::net::{Ipv4Addr, Ipv6Addr};
-
-use smoltcp::wire::{IpAddress, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket};
+use core::net::IpAddr;
 
 use super::bth::{self, BthRepr};
+use super::ethernet::EthernetFrame;
 use super::ext::ExtHeaders;
 use super::grh::{self, GrhRepr};
-use super::packet::{NetInfo, RocePacket, VlanTag};
-use super::{
-    Error, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1, ETHERTYPE_VLAN, ETH_MIN_FRAME_LEN,
-    ICRC_LEN, ROCEV2_UDP_PORT,
-};
+use super::packet::{NetInfo, RocePacket};
+use super::{ipv4, ipv6, udp};
+use super::{Error, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1, ETH_MIN_FRAME_LEN, ICRC_LEN};
 use crate::icrc::{self, IcrcForm};
 
-/// Ethernet header to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct EthRepr {
-    /// Destination MAC.
-    pub dst: [u8; 6],
-    /// Source MAC.
-    pub src: [u8; 6],
-    /// Optional 802.1Q tag (outside the ICRC).
-    pub vlan: Option<VlanTag>,
-}
-
-impl EthRepr {
-    fn len(&self) -> usize {
-        if self.vlan.is_some() {
-            18
-        } else {
-            14
-        }
-    }
-}
-
-/// IPv4 header to write (IHL 5, protocol UDP; lengths and checksum computed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ipv4Repr {
-    /// Source address.
-    pub src: Ipv4Addr,
-    /// Destination address.
-    pub dst: Ipv4Addr,
-    /// DSCP, 0..=63.
-    pub dscp: u8,
-    /// ECN, 0..=3.
-    pub ecn: u8,
-    /// TTL.
-    pub ttl: u8,
-    /// Identification.
-    pub ident: u16,
-    /// DF flag (rxe sets it).
-    pub dont_frag: bool,
-}
-
-/// IPv6 header to write (next header UDP; payload length computed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ipv6Repr {
-    /// Source address.
-    pub src: Ipv6Addr,
-    /// Destination address.
-    pub dst: Ipv6Addr,
-    /// DSCP, 0..=63.
-    pub dscp: u8,
-    /// ECN, 0..=3.
-    pub ecn: u8,
-    /// Flow label, 20 bits.
-    pub flow_label: u32,
-    /// Hop limit.
-    pub hop_limit: u8,
-}
+#[doc(no_inline)]
+pub use super::ethernet::EthRepr;
+#[doc(no_inline)]
+pub use super::ipv4::{patch_ipv4_ident, Ipv4Repr};
+#[doc(no_inline)]
+pub use super::ipv6::Ipv6Repr;
+#[doc(no_inline)]
+pub use super::udp::{UdpChecksum, UdpRepr};
 
 /// Network header to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,40 +58,29 @@ impl NetRepr {
             NetRepr::Grh(_) => IcrcForm::Grh,
         }
     }
-}
 
-/// What to put in the UDP checksum field (see the module docs for the policy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum UdpChecksum {
-    /// Zero over IPv4, computed over IPv6.
-    #[default]
-    Default,
-    /// Always 0 (what rxe sends over both IP versions).
-    Zero,
-    /// Always the full RFC 768 checksum.
-    Compute,
-    /// This exact value (replaying or rebuilding a captured frame).
-    Value(u16),
-}
-
-/// UDP header to write (length computed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UdpRepr {
-    /// Source port (flow entropy; keep it constant per QP).
-    pub src_port: u16,
-    /// Destination port, normally [`ROCEV2_UDP_PORT`].
-    pub dst_port: u16,
-    /// Checksum policy.
-    pub checksum: UdpChecksum,
-}
-
-impl Default for UdpRepr {
-    fn default() -> Self {
-        UdpRepr {
-            src_port: 0xC000,
-            dst_port: ROCEV2_UDP_PORT,
-            checksum: UdpChecksum::Default,
+    /// The EtherType that announces this header.
+    pub fn ethertype(&self) -> u16 {
+        match self {
+            NetRepr::Ipv4(_) => ETHERTYPE_IPV4,
+            NetRepr::Ipv6(_) => ETHERTYPE_IPV6,
+            NetRepr::Grh(_) => ETHERTYPE_ROCEV1,
         }
+    }
+
+    /// Source and destination address of an IP header (`None` for a GRH).
+    pub fn ip_addrs(&self) -> Option<(IpAddr, IpAddr)> {
+        match self {
+            NetRepr::Ipv4(r) => Some((r.src.into(), r.dst.into())),
+            NetRepr::Ipv6(r) => Some((r.src.into(), r.dst.into())),
+            NetRepr::Grh(_) => None,
+        }
+    }
+
+    /// The UDP checksum policy in effect over this header
+    /// ([`UdpChecksum::resolve`]).
+    pub fn udp_checksum(&self, policy: UdpChecksum) -> UdpChecksum {
+        policy.resolve(matches!(self, NetRepr::Ipv6(_)))
     }
 }
 
@@ -232,55 +169,16 @@ impl TemplateKey {
     }
 }
 
-/// Set the identification of the IPv4 header `ip` (20 bytes) to `ident`,
-/// updating its header checksum incrementally (RFC 1624 eqn. 3:
-/// `HC' = ~(~HC + ~m + m')`, one's-complement sums) instead of summing the
-/// header again. Nothing if `ip` is shorter than 12 bytes.
-pub fn patch_ipv4_ident(ip: &mut [u8], ident: u16) {
-    let Some(h) = ip.first_chunk_mut::<12>() else {
-        return;
-    };
-    let old = u16::from_be_bytes([h[4], h[5]]);
-    if old == ident {
-        return;
-    }
-    let hc = u16::from_be_bytes([h[10], h[11]]);
-    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(ident);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    [h[4], h[5]] = ident.to_be_bytes();
-    [h[10], h[11]] = (!(sum as u16)).to_be_bytes();
-}
-
 impl PacketRepr {
     /// The repr that rebuilds `p` byte for byte (with its UDP checksum as a
     /// literal value), given its payload.
     pub fn from_packet(p: &RocePacket<'_>) -> PacketRepr {
         let net = match p.net() {
-            NetInfo::Ipv4(i) => NetRepr::Ipv4(Ipv4Repr {
-                src: i.src,
-                dst: i.dst,
-                dscp: i.dscp,
-                ecn: i.ecn,
-                ttl: i.ttl,
-                ident: i.ident,
-                dont_frag: i.dont_frag,
-            }),
-            NetInfo::Ipv6(i) => NetRepr::Ipv6(Ipv6Repr {
-                src: i.src,
-                dst: i.dst,
-                dscp: i.dscp,
-                ecn: i.ecn,
-                flow_label: i.flow_label,
-                hop_limit: i.hop_limit,
-            }),
+            NetInfo::Ipv4(i) => NetRepr::Ipv4(i.into()),
+            NetInfo::Ipv6(i) => NetRepr::Ipv6(i.into()),
             NetInfo::Grh(g) => NetRepr::Grh(g),
         };
-        let udp = p.udp().map_or(UdpRepr::default(), |u| UdpRepr {
-            src_port: u.src_port,
-            dst_port: u.dst_port,
-            checksum: UdpChecksum::Value(u.checksum),
-        });
+        let udp = p.udp().map_or(UdpRepr::default(), UdpRepr::from);
         PacketRepr {
             eth: EthRepr {
                 dst: p.l2().dst,
@@ -296,7 +194,7 @@ impl PacketRepr {
 
     /// Length of everything before the payload, bytes.
     pub fn header_len(&self) -> usize {
-        self.eth.len()
+        self.eth.header_len()
             + self.net.form().net_len()
             + bth::HEADER_LEN
             + self.bth.opcode.info().hdr_len as usize
@@ -309,7 +207,7 @@ impl PacketRepr {
     }
 
     fn layout(&self, payload_len: usize) -> Layout {
-        let l3 = self.eth.len();
+        let l3 = self.eth.header_len();
         let payload = self.header_len();
         // Saturating: a nonsense `payload_len` gives an `end` beyond any 16-bit
         // length field (rejected by `emit_headers`), never an overflow.
@@ -360,12 +258,20 @@ impl PacketRepr {
         tmpl: &mut HeaderTemplate,
     ) -> Result<usize, Error> {
         let (lay, form) = self.check(buf.len(), payload_len)?;
-        let n = lay.l3 + form.net_len() + if form == IcrcForm::Grh { 0 } else { 8 };
+        let n = lay.l3
+            + form.net_len()
+            + if form == IcrcForm::Grh {
+                0
+            } else {
+                udp::HEADER_LEN
+            };
         if form != IcrcForm::Grh && tmpl.len == n && tmpl.end == lay.end && tmpl.key.matches(self) {
             let src = tmpl.bytes.get(..n).ok_or(Error::BufferTooSmall)?;
             let dst = buf.get_mut(..n).ok_or(Error::BufferTooSmall)?;
             dst.copy_from_slice(src);
-            if let (NetRepr::Ipv4(r), Some(ip)) = (&self.net, dst.get_mut(lay.l3..lay.l3 + 20)) {
+            if let (NetRepr::Ipv4(r), Some(ip)) =
+                (&self.net, dst.get_mut(lay.l3..lay.l3 + ipv4::HEADER_LEN))
+            {
                 patch_ipv4_ident(ip, r.ident);
             }
         } else {
@@ -405,81 +311,36 @@ impl PacketRepr {
     fn emit_l2_l4(&self, buf: &mut [u8], lay: &Layout, form: IcrcForm) -> Result<(), Error> {
         // UDP length (UDP header .. ICRC); the GRH computes its PayLen below.
         let (l3_hdr, udp_len) = match form {
-            IcrcForm::Ipv4 => (20, lay.end - lay.l3 - 20),
-            IcrcForm::Ipv6 => (40, lay.end - lay.l3 - 40),
-            IcrcForm::Grh => (40, 0),
+            IcrcForm::Ipv4 => (ipv4::HEADER_LEN, lay.end - lay.l3 - ipv4::HEADER_LEN),
+            IcrcForm::Ipv6 => (ipv6::HEADER_LEN, lay.end - lay.l3 - ipv6::HEADER_LEN),
+            IcrcForm::Grh => (grh::HEADER_LEN, 0),
         };
-        if buf.len() < lay.l3 + l3_hdr + 8 {
+        if buf.len() < lay.l3 + l3_hdr + udp::HEADER_LEN {
             return Err(Error::BufferTooSmall);
         }
-        // Ethernet.
         let (eth, rest) = buf.split_at_mut(lay.l3);
-        eth[0..6].copy_from_slice(&self.eth.dst);
-        eth[6..12].copy_from_slice(&self.eth.src);
-        let ethertype = match form {
-            IcrcForm::Ipv4 => ETHERTYPE_IPV4,
-            IcrcForm::Ipv6 => ETHERTYPE_IPV6,
-            IcrcForm::Grh => ETHERTYPE_ROCEV1,
-        };
-        if let Some(tag) = self.eth.vlan {
-            eth[12..14].copy_from_slice(&ETHERTYPE_VLAN.to_be_bytes());
-            eth[14..16].copy_from_slice(&tag.tci().to_be_bytes());
-            eth[16..18].copy_from_slice(&ethertype.to_be_bytes());
-        } else {
-            eth[12..14].copy_from_slice(&ethertype.to_be_bytes());
-        }
-
-        // Network header.
+        self.eth
+            .emit(&mut EthernetFrame::new_unchecked(eth), self.net.ethertype());
+        let (net, rest) = rest.split_at_mut(l3_hdr);
         match &self.net {
-            NetRepr::Ipv4(r) => {
-                let mut ip = Ipv4Packet::new_unchecked(&mut rest[..20]);
-                ip.set_version(4);
-                ip.set_header_len(20);
-                ip.set_dscp(r.dscp & 0x3F);
-                ip.set_ecn(r.ecn & 3);
-                ip.set_total_len((20 + udp_len) as u16);
-                ip.set_ident(r.ident);
-                ip.clear_flags();
-                ip.set_dont_frag(r.dont_frag);
-                ip.set_frag_offset(0);
-                ip.set_hop_limit(r.ttl);
-                ip.set_next_header(IpProtocol::Udp);
-                ip.set_src_addr(r.src);
-                ip.set_dst_addr(r.dst);
-                ip.fill_checksum();
-            }
-            NetRepr::Ipv6(r) => {
-                let mut ip = Ipv6Packet::new_unchecked(&mut rest[..40]);
-                ip.set_version(6);
-                ip.set_traffic_class((r.dscp & 0x3F) << 2 | (r.ecn & 3));
-                ip.set_flow_label(r.flow_label & 0xF_FFFF);
-                ip.set_payload_len(udp_len as u16);
-                ip.set_next_header(IpProtocol::Udp);
-                ip.set_hop_limit(r.hop_limit);
-                ip.set_src_addr(r.src);
-                ip.set_dst_addr(r.dst);
-            }
+            NetRepr::Ipv4(r) => r.emit(&mut ipv4::Packet::new_unchecked(net), udp_len as u16),
+            NetRepr::Ipv6(r) => r.emit(&mut ipv6::Packet::new_unchecked(net), udp_len as u16),
             NetRepr::Grh(g) => {
                 let g = GrhRepr {
                     payload_len: (lay.end - lay.l3 - grh::HEADER_LEN) as u16,
                     ..*g
                 };
-                let out: &mut [u8; 40] = (&mut rest[..40])
-                    .try_into()
-                    .map_err(|_| Error::BufferTooSmall)?;
-                g.emit(out);
+                g.emit(&mut grh::Packet::new_unchecked(net));
             }
         }
         // UDP (checksum filled in by finalize).
         if form != IcrcForm::Grh {
             let hdr = rest
-                .get_mut(l3_hdr..l3_hdr + 8)
+                .get_mut(..udp::HEADER_LEN)
                 .ok_or(Error::BufferTooSmall)?;
-            let mut udp = UdpPacket::new_unchecked(hdr);
-            udp.set_src_port(self.udp.src_port);
-            udp.set_dst_port(self.udp.dst_port);
-            udp.set_len(udp_len as u16);
-            udp.set_checksum(0);
+            let payload_len = (udp_len - udp::HEADER_LEN) as u16;
+            self.udp
+                .emit(&mut udp::Packet::new_unchecked(hdr), payload_len);
         }
         Ok(())
     }
@@ -494,19 +355,20 @@ impl PacketRepr {
         payload_len: usize,
     ) -> Result<usize, Error> {
         let rest = buf.get_mut(lay.l3..).ok_or(Error::BufferTooSmall)?;
-        // BTH with PadCnt from the payload length.
         let bth_off = form.net_len();
+        //= IBTA 1.7 §9.2, as ROCEV2-DIGEST §3 states it
+        //# `pad = (-payload_len) & 3`, written to BTH.PadCnt; pad bytes are
+        //# zero and inside the ICRC
         let bth = BthRepr {
             pad_count: (payload_len.wrapping_neg() & 3) as u8,
             ..self.bth
         };
-        let out: &mut [u8; 12] = rest
-            .get_mut(bth_off..bth_off + 12)
-            .and_then(|b| b.try_into().ok())
+        let out = rest
+            .get_mut(bth_off..bth_off + bth::HEADER_LEN)
             .ok_or(Error::BufferTooSmall)?;
-        bth.emit(out);
+        bth.emit(&mut bth::Packet::new_unchecked(out));
         let ext = rest
-            .get_mut(bth_off + 12..lay.payload - lay.l3)
+            .get_mut(bth_off + bth::HEADER_LEN..lay.payload - lay.l3)
             .ok_or(Error::BufferTooSmall)?;
         self.ext.emit(self.bth.opcode.info().hdrs, ext)?;
         Ok(lay.payload)
@@ -523,25 +385,13 @@ impl PacketRepr {
         let crc = icrc::compute(form, &buf[lay.l3..lay.icrc])?;
         buf[lay.icrc..lay.end].copy_from_slice(&crc.to_le_bytes());
         buf[lay.end..].fill(0);
-        if form != IcrcForm::Grh {
-            let l3_hdr = if form == IcrcForm::Ipv4 { 20 } else { 40 };
-            let policy = match (self.udp.checksum, &self.net) {
-                (UdpChecksum::Default, NetRepr::Ipv4(_)) => UdpChecksum::Zero,
-                (UdpChecksum::Default, _) => UdpChecksum::Compute,
-                (p, _) => p,
-            };
-            let mut udp = UdpPacket::new_unchecked(&mut buf[lay.l3 + l3_hdr..lay.end]);
-            match policy {
+        if let Some((src, dst)) = self.net.ip_addrs() {
+            let l3_hdr = form.net_len() - udp::HEADER_LEN;
+            let mut udp = udp::Packet::new_unchecked(&mut buf[lay.l3 + l3_hdr..lay.end]);
+            match self.net.udp_checksum(self.udp.checksum) {
                 UdpChecksum::Zero | UdpChecksum::Default => udp.set_checksum(0),
                 UdpChecksum::Value(v) => udp.set_checksum(v),
-                UdpChecksum::Compute => {
-                    let (src, dst) = match &self.net {
-                        NetRepr::Ipv4(r) => (IpAddress::Ipv4(r.src), IpAddress::Ipv4(r.dst)),
-                        NetRepr::Ipv6(r) => (IpAddress::Ipv6(r.src), IpAddress::Ipv6(r.dst)),
-                        NetRepr::Grh(_) => return Ok(frame_len),
-                    };
-                    udp.fill_checksum(&src, &dst);
-                }
+                UdpChecksum::Compute => udp.fill_checksum(src, dst),
             }
         }
         Ok(frame_len)

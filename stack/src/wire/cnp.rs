@@ -11,8 +11,11 @@ use super::ext::ExtHeaders;
 use super::opcode::Opcode;
 use super::packet::RocePacket;
 
+/// Length of the reserved bytes after a CNP's BTH.
+pub const PAD_LEN: usize = 16;
+
 /// UDP length of a RoCEv2 CNP, bytes.
-pub const CNP_UDP_LEN: u16 = 8 + 12 + 16 + 4;
+pub const CNP_UDP_LEN: u16 = 8 + 12 + PAD_LEN as u16 + 4;
 
 /// The BTH of a CNP to `dest_qp`.
 pub fn bth(dest_qp: u32) -> BthRepr {
@@ -25,7 +28,7 @@ pub fn bth(dest_qp: u32) -> BthRepr {
 /// The extension headers of a CNP: the 16 reserved bytes, zero.
 pub fn ext() -> ExtHeaders {
     ExtHeaders {
-        cnp_pad: Some([0; 16]),
+        cnp_pad: Some([0; PAD_LEN]),
         ..ExtHeaders::default()
     }
 }

@@ -15,145 +15,30 @@
 //! are not followed); UDP destination port 4791 (any source port, 0 included:
 //! CASES R25 b), UDP length >= 8 and within the IP payload; BTH TVer 0; the
 //! opcode's extension headers and the ICRC present; PadCnt within the payload.
+//! Each header's checks live in its module ([`ipv4`], [`ipv6`], [`udp`],
+//! [`grh`], [`bth`]), with their spec citations; this module composes them.
 //! The UDP checksum is never checked: the ICRC protects the packet, and virtual
 //! devices deliver partial checksums (CASES R37 a, b).
 
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use core::net::IpAddr;
 
-use smoltcp::wire::{IpProtocol, Ipv6Packet};
-
-use super::bth::{self, Bth, BthRepr};
+use super::bth::{self, BthRepr};
+use super::ethernet::{self, EthernetFrame};
 use super::ext::ExtView;
 use super::grh::{self, GrhRepr};
 use super::opcode::Opcode;
-use super::{arp, pfc, Error, ICRC_LEN, ROCEV2_UDP_PORT};
-use super::{
-    ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_MAC_CONTROL, ETHERTYPE_ROCEV1,
-    ETHERTYPE_VLAN,
-};
+use super::{ipv4, ipv6, udp};
+use super::{Error, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCEV1, ICRC_LEN, ROCEV2_UDP_PORT};
 use crate::icrc::{self, IcrcForm};
 
-/// An IEEE 802.1Q tag (PCP = the PFC priority when the port trusts PCP).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct VlanTag {
-    /// Priority code point, 0..=7.
-    pub pcp: u8,
-    /// Drop eligible indicator.
-    pub dei: bool,
-    /// VLAN identifier, 0..=4095.
-    pub vid: u16,
-}
-
-impl VlanTag {
-    /// Decode a TCI.
-    pub fn from_tci(tci: u16) -> VlanTag {
-        VlanTag {
-            pcp: (tci >> 13) as u8,
-            dei: tci & 0x1000 != 0,
-            vid: tci & 0x0FFF,
-        }
-    }
-    /// Encode as a TCI.
-    pub fn tci(&self) -> u16 {
-        (self.pcp as u16 & 7) << 13 | (self.dei as u16) << 12 | (self.vid & 0x0FFF)
-    }
-}
-
-/// Ethernet fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct L2Info {
-    /// Destination MAC.
-    pub dst: [u8; 6],
-    /// Source MAC.
-    pub src: [u8; 6],
-    /// The 802.1Q tag, if any.
-    pub vlan: Option<VlanTag>,
-    /// EtherType after the tag.
-    pub ethertype: u16,
-}
-
-impl L2Info {
-    /// Length of the Ethernet header including the tag, bytes.
-    pub fn header_len(&self) -> usize {
-        if self.vlan.is_some() {
-            18
-        } else {
-            14
-        }
-    }
-
-    /// Parse the Ethernet header (and one 802.1Q tag) of `frame`.
-    ///
-    /// Errors: [`Error::EthTruncated`], [`Error::VlanTruncated`].
-    #[inline]
-    pub fn parse(frame: &[u8]) -> Result<L2Info, Error> {
-        // Fixed-size views, destructured: no bounds checks and no smoltcp
-        // accessor calls on the receive hot path.
-        let Some(eth) = frame.first_chunk::<14>() else {
-            return Err(Error::EthTruncated);
-        };
-        let [d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, t0, t1] = *eth;
-        let mut ethertype = u16::from_be_bytes([t0, t1]);
-        let mut vlan = None;
-        if ethertype == ETHERTYPE_VLAN {
-            let Some(&[_, _, _, _, _, _, _, _, _, _, _, _, _, _, c0, c1, e0, e1]) =
-                frame.first_chunk::<18>()
-            else {
-                return Err(Error::VlanTruncated);
-            };
-            vlan = Some(VlanTag::from_tci(u16::from_be_bytes([c0, c1])));
-            ethertype = u16::from_be_bytes([e0, e1]);
-        }
-        Ok(L2Info {
-            dst: [d0, d1, d2, d3, d4, d5],
-            src: [s0, s1, s2, s3, s4, s5],
-            vlan,
-            ethertype,
-        })
-    }
-}
-
-/// IPv4 header fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ipv4Info {
-    /// Source address.
-    pub src: Ipv4Addr,
-    /// Destination address.
-    pub dst: Ipv4Addr,
-    /// DSCP (TOS >> 2).
-    pub dscp: u8,
-    /// ECN (TOS & 3): 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
-    pub ecn: u8,
-    /// TTL.
-    pub ttl: u8,
-    /// Identification.
-    pub ident: u16,
-    /// DF flag.
-    pub dont_frag: bool,
-    /// Total length, bytes.
-    pub total_len: u16,
-    /// Header checksum as received.
-    pub checksum: u16,
-}
-
-/// IPv6 header fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ipv6Info {
-    /// Source address.
-    pub src: Ipv6Addr,
-    /// Destination address.
-    pub dst: Ipv6Addr,
-    /// DSCP (traffic class >> 2).
-    pub dscp: u8,
-    /// ECN (traffic class & 3).
-    pub ecn: u8,
-    /// Flow label (20 bits).
-    pub flow_label: u32,
-    /// Hop limit.
-    pub hop_limit: u8,
-    /// Payload length, bytes.
-    pub payload_len: u16,
-}
+#[doc(no_inline)]
+pub use super::ethernet::{L2Info, VlanTag};
+#[doc(no_inline)]
+pub use super::ipv4::Ipv4Info;
+#[doc(no_inline)]
+pub use super::ipv6::Ipv6Info;
+#[doc(no_inline)]
+pub use super::udp::UdpInfo;
 
 /// The network header of a RoCE packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -217,19 +102,6 @@ impl NetInfo {
     }
 }
 
-/// UDP header fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UdpInfo {
-    /// Source port (flow entropy; any value accepted).
-    pub src_port: u16,
-    /// Destination port (4791).
-    pub dst_port: u16,
-    /// Length, bytes (header + BTH .. ICRC).
-    pub len: u16,
-    /// Checksum as received (not verified).
-    pub checksum: u16,
-}
-
 /// Result of checking a packet's ICRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IcrcStatus {
@@ -271,24 +143,30 @@ pub enum ParseMode {
 
 /// A parsed RoCE (v2 or v1) packet: a validated view of the frame.
 ///
-/// Parsing checks every length, the IPv4 header checksum and the BTH, and
-/// records offsets; the accessors decode fields on demand from the frame's
-/// bytes (zero-copy, nothing allocated), so the receive path pays only for the
-/// fields it reads.
+/// Parsing checks every length, the IPv4 header checksum and the BTH,
+/// records offsets and keeps a copy of the 12 BTH bytes (so BTH accessors
+/// never go back to the frame); the accessors decode their fields on
+/// demand (zero-copy, nothing allocated), so the receive path pays only for
+/// the fields it reads.
 #[derive(Clone, Copy)]
 pub struct RocePacket<'a> {
     frame: &'a [u8],
+    /// The BTH, copied out of the frame and checked once, when the frame
+    /// was parsed; the accessors read this copy.
+    bth: bth::Packet<[u8; bth::HEADER_LEN]>,
+    // Offsets are below 2^17 (16-bit length fields after an 18-byte
+    // Ethernet header): `u32` keeps the view small.
     /// Offset of the IP header or GRH.
-    l3: usize,
-    form: IcrcForm,
+    l3: u32,
     /// Offset of the BTH.
-    bth: usize,
+    bth_off: u32,
     /// Offset and length of the payload (without pad bytes).
-    payload: usize,
-    payload_len: usize,
+    payload: u32,
+    payload_len: u32,
     /// Offset of the ICRC (the end of the covered region), or of the end of
     /// the captured bytes when the frame is truncated.
-    region_end: usize,
+    region_end: u32,
+    form: IcrcForm,
     /// Whether the ICRC is in the frame.
     has_icrc: bool,
 }
@@ -333,6 +211,12 @@ const L2_NONE: L2Info = L2Info {
     ethertype: 0,
 };
 
+/// An offset of the view as an index.
+#[inline(always)]
+fn u(x: u32) -> usize {
+    x as usize
+}
+
 impl<'a> RocePacket<'a> {
     /// Parse and verify a frame for the receive path ([`ParseMode::Strict`]):
     /// the ICRC is checked, and a mismatch is [`Error::IcrcMismatch`].
@@ -351,6 +235,10 @@ impl<'a> RocePacket<'a> {
         let Some(wire) = self.icrc() else {
             return Err(Error::Truncated);
         };
+        //= RoCEv2 Annex A17.4, as ROCEV2-DIGEST §4 states it
+        //# Standard CRC-32 [...] over a pseudo packet; the ICRC field itself
+        //# and the FCS are excluded.
+        // A mismatch is a silent, counted drop (CASES R06).
         if icrc::compute(self.form, self.icrc_region())? == u32::from_le_bytes(wire) {
             Ok(self)
         } else {
@@ -374,88 +262,92 @@ impl<'a> RocePacket<'a> {
     /// false)` when it returns one; `None` for anything else, including every
     /// frame `parse_impl` rejects (it then runs, and names the error).
     ///
-    /// The checks are the same (RFC 791 version, IHL 5, header checksum, not a
-    /// fragment, protocol UDP; UDP port 4791 and length within the IP
-    /// datagram; BTH TVer 0, a supported opcode, its extension headers, the
-    /// ICRC and PadCnt within the UDP payload), but read at fixed offsets from
-    /// fixed-size views, with no VLAN, IHL, truncation or mode cases and no
-    /// choice of error: about a third fewer instructions than `parse_impl`
-    /// (parse without the ICRC: ~9.5 ns against ~13 ns on the bench VM).
+    /// The checks are the same (those of [`ipv4`], [`udp`] and
+    /// [`BthRepr::parse`], a supported opcode, its extension headers, the
+    /// ICRC and PadCnt within the UDP payload), but read from fixed-size
+    /// views at fixed offsets, with no VLAN, IHL, truncation or mode cases
+    /// and no choice of error: about a third fewer instructions than
+    /// `parse_impl`.
     #[inline(always)]
     fn parse_fast(frame: &'a [u8]) -> Option<RocePacket<'a>> {
-        const L3: usize = 14;
-        const IP: usize = 20;
-        const UDP: usize = 8;
+        const L3: usize = ethernet::HEADER_LEN;
+        const IP: usize = ipv4::HEADER_LEN;
+        const UDP: usize = udp::HEADER_LEN;
         let (eth, l3) = frame.split_first_chunk::<L3>()?;
-        let &[.., t0, t1] = eth;
         let (ip, rest) = l3.split_first_chunk::<IP>()?;
-        let &[vi, _, tl0, tl1, _, _, f0, f1, _, proto, ..] = ip;
-        let &[_, _, dp0, dp1, ul0, ul1, _, _, opcode, bth_flags, ..] =
-            rest.first_chunk::<{ UDP + bth::HEADER_LEN }>()?;
-        let total = u16::from_be_bytes([tl0, tl1]) as usize;
-        let udp_len = u16::from_be_bytes([ul0, ul1]) as usize;
-        // Flags: MF (0x2000) and the fragment offset (0x1FFF) must be 0.
-        let frag = u16::from_be_bytes([f0, f1]) & 0x3FFF;
-        let odd = (u16::from_be_bytes([t0, t1]) != ETHERTYPE_IPV4)
-            | (vi != 0x45)
-            | (frag != 0)
-            | (proto != u8::from(IpProtocol::Udp))
-            | (u16::from_be_bytes([dp0, dp1]) != ROCEV2_UDP_PORT)
-            | (bth_flags & 0x0F != 0)
+        let (udp_h, rest) = rest.split_first_chunk::<UDP>()?;
+        let bth_h = rest.first_chunk::<{ bth::HEADER_LEN }>()?;
+        let eth = EthernetFrame::new_unchecked(eth);
+        let ip = ipv4::Packet::new_unchecked(ip);
+        let udp_p = udp::Packet::new_unchecked(udp_h);
+        let total = usize::from(ip.total_len());
+        let udp_len = usize::from(udp_p.len());
+        let odd = (eth.outer_ethertype() != ETHERTYPE_IPV4)
+            | (ip.version() != 4)
+            | (ip.header_len() != IP)
+            | (ip.more_frags())
+            | (ip.frag_offset() != 0)
+            | (ip.protocol() != ipv4::PROTOCOL_UDP)
+            | (udp_p.dst_port() != ROCEV2_UDP_PORT)
             // The UDP datagram holds at least a BTH and ends inside the IP
             // datagram, which ends inside the frame (so `total` >= 28).
             | (udp_len < UDP + bth::HEADER_LEN)
             | (IP + udp_len > total)
             | (total > l3.len());
-        if odd || !ipv4_checksum_ok(ip) {
+        if odd || !ip.verify_checksum() {
             return None;
         }
-        let info = Opcode(opcode).info();
+        let bth = bth::Packet::new_unchecked(*bth_h);
+        bth::check(&bth).ok()?;
+        let info = bth.opcode().info();
         if !info.supported {
             return None;
         }
-        let hdr_len = info.hdr_len as usize;
+        let hdr_len = usize::from(info.hdr_len);
         // UDP payload after the BTH: extension headers, payload, pad, ICRC.
         let with_pad = (udp_len - UDP - bth::HEADER_LEN).checked_sub(hdr_len + ICRC_LEN)?;
-        let payload_len = with_pad.checked_sub(((bth_flags >> 4) & 3) as usize)?;
-        let bth = L3 + IP + UDP;
+        let payload_len = with_pad.checked_sub(usize::from(bth.pad_count()))?;
+        let bth_off = L3 + IP + UDP;
         Some(RocePacket {
             frame,
-            l3: L3,
+            l3: L3 as u32,
             form: IcrcForm::Ipv4,
+            bth_off: bth_off as u32,
             bth,
-            payload: bth + bth::HEADER_LEN + hdr_len,
-            payload_len,
-            region_end: L3 + IP + udp_len - ICRC_LEN,
+            payload: (bth_off + bth::HEADER_LEN + hdr_len) as u32,
+            payload_len: payload_len as u32,
+            region_end: (L3 + IP + udp_len - ICRC_LEN) as u32,
             has_icrc: true,
         })
     }
 
     /// The validation behind every parse: lengths, IPv4 checksum, BTH, opcode,
-    /// extension headers, pad. Records offsets only.
+    /// extension headers, pad. Decodes the BTH and records offsets.
     #[inline(always)]
     fn parse_impl(frame: &'a [u8], lenient: bool) -> Result<RocePacket<'a>, Error> {
-        let Some(&[.., t0, t1]) = frame.first_chunk::<14>() else {
-            return Err(Error::EthTruncated);
-        };
-        let mut ethertype = u16::from_be_bytes([t0, t1]);
-        let mut l3_off = 14;
-        if ethertype == ETHERTYPE_VLAN {
-            let Some(&[.., e0, e1]) = frame.first_chunk::<18>() else {
-                return Err(Error::VlanTruncated);
-            };
-            ethertype = u16::from_be_bytes([e0, e1]);
-            l3_off = 18;
-        }
+        let eth = EthernetFrame::new_checked(frame)?;
+        let l3_off = eth.header_len();
         let l3 = frame.get(l3_off..).unwrap_or(&[]);
         // Each arm yields the ICRC form, the offset of the BTH within l3, the
         // end of the transport payload within l3 (from the UDP or GRH length
         // field) and the end of the IP datagram (from the IP length field; the
         // same as the former for RoCEv1).
-        let (form, bth_off, declared_end, ip_end) = match ethertype {
-            ETHERTYPE_IPV4 => check_ipv4(l3)?,
-            ETHERTYPE_IPV6 => check_ipv6(l3)?,
-            ETHERTYPE_ROCEV1 => check_grh(l3)?,
+        let (form, bth_off, declared_end, ip_end) = match eth.ethertype() {
+            ETHERTYPE_IPV4 => {
+                let (ihl, total) = ipv4::check(l3)?;
+                let end = udp::check(l3, ihl, total)?;
+                (IcrcForm::Ipv4, ihl + udp::HEADER_LEN, end, total)
+            }
+            ETHERTYPE_IPV6 => {
+                let ip_end = ipv6::check(l3)?;
+                let end = udp::check(l3, ipv6::HEADER_LEN, ip_end)?;
+                let bth_off = ipv6::HEADER_LEN + udp::HEADER_LEN;
+                (IcrcForm::Ipv6, bth_off, end, ip_end)
+            }
+            ETHERTYPE_ROCEV1 => {
+                let end = grh::check(l3)?;
+                (IcrcForm::Grh, grh::HEADER_LEN, end, end)
+            }
             _ => return Err(Error::NotRoce),
         };
         let truncated = declared_end > l3.len();
@@ -466,21 +358,23 @@ impl<'a> RocePacket<'a> {
         }
         let end = declared_end.min(l3.len());
         let tp = l3.get(bth_off..end).unwrap_or(&[]);
-        let Some(&[opcode, flags, ..]) = tp.first_chunk::<{ bth::HEADER_LEN }>() else {
+        let Some(bth_h) = tp.first_chunk::<{ bth::HEADER_LEN }>() else {
             return Err(if truncated {
                 Error::Truncated
             } else {
                 Error::BthTruncated
             });
         };
-        if flags & 0x0F != 0 {
-            return Err(Error::BadTver);
-        }
-        let info = Opcode(opcode).info();
+        let bth = bth::Packet::new_unchecked(*bth_h);
+        bth::check(&bth)?;
+        let info = bth.opcode().info();
         if !info.supported && !lenient {
-            return Err(Error::UnsupportedOpcode(opcode));
+            return Err(Error::UnsupportedOpcode(bth.opcode().0));
         }
-        let hdr_len = info.hdr_len as usize;
+        let hdr_len = usize::from(info.hdr_len);
+        //= IBTA 1.7 §9.3 and Annex A17, as ROCEV2-DIGEST §1 states it
+        //# Eth(14) [+802.1Q(4)] | IPv4(20)/IPv6(40) | UDP(8) | BTH(12) | ext
+        //# hdrs | payload | pad(0-3) | ICRC(4) | FCS(4)
         let after_bth = tp.len() - bth::HEADER_LEN;
         let icrc_len = if truncated { 0 } else { ICRC_LEN };
         if after_bth < hdr_len + icrc_len {
@@ -493,23 +387,27 @@ impl<'a> RocePacket<'a> {
             });
         }
         let body = after_bth - hdr_len;
-        let pad = ((flags >> 4) & 3) as usize;
         let payload = l3_off + bth_off + bth::HEADER_LEN + hdr_len;
         let (payload_len, region_end) = if truncated {
             (body, l3_off + end)
         } else {
+            //= IBTA 1.7 §9.2, as ROCEV2-DIGEST §3 states it
+            //# receiver payload = UDP payload − headers − pad − 4
             let with_pad = body - ICRC_LEN;
-            let len = with_pad.checked_sub(pad).ok_or(Error::PadTooLarge)?;
+            let len = with_pad
+                .checked_sub(usize::from(bth.pad_count()))
+                .ok_or(Error::PadTooLarge)?;
             (len, l3_off + end - ICRC_LEN)
         };
         Ok(RocePacket {
             frame,
-            l3: l3_off,
+            l3: l3_off as u32,
             form,
-            bth: l3_off + bth_off,
-            payload,
-            payload_len,
-            region_end,
+            bth_off: (l3_off + bth_off) as u32,
+            bth,
+            payload: payload as u32,
+            payload_len: payload_len as u32,
+            region_end: region_end as u32,
             has_icrc: !truncated,
         })
     }
@@ -519,52 +417,72 @@ impl<'a> RocePacket<'a> {
         L2Info::parse(self.frame).unwrap_or(L2_NONE)
     }
 
+    /// The bytes from the IP header or GRH on.
+    fn l3_bytes(&self) -> &'a [u8] {
+        self.frame.get(u(self.l3)..).unwrap_or(&[])
+    }
+
     /// IPv4, IPv6 or GRH fields.
     pub fn net(&self) -> NetInfo {
-        let l3 = self.frame.get(self.l3..).unwrap_or(&[]);
+        let l3 = self.l3_bytes();
+        let v6 = || {
+            let h = l3.first_chunk::<{ ipv6::HEADER_LEN }>();
+            let h = h.unwrap_or(&[0; ipv6::HEADER_LEN]);
+            NetInfo::Ipv6(Ipv6Info::parse(&ipv6::Packet::new_unchecked(h)))
+        };
         match self.form {
-            IcrcForm::Ipv4 => NetInfo::Ipv4(ipv4_info(l3)),
-            IcrcForm::Ipv6 => NetInfo::Ipv6(ipv6_info(l3)),
-            IcrcForm::Grh => GrhRepr::parse(l3)
+            IcrcForm::Ipv4 => {
+                let h = l3.first_chunk::<{ ipv4::HEADER_LEN }>();
+                let h = h.unwrap_or(&[0; ipv4::HEADER_LEN]);
+                NetInfo::Ipv4(Ipv4Info::parse(&ipv4::Packet::new_unchecked(h)))
+            }
+            IcrcForm::Ipv6 => v6(),
+            IcrcForm::Grh => grh::Packet::new_checked(l3)
+                .and_then(|g| GrhRepr::parse(&g))
                 .map(NetInfo::Grh)
-                .unwrap_or(NetInfo::Ipv6(ipv6_info(&[]))),
+                .unwrap_or_else(|_| {
+                    NetInfo::Ipv6(Ipv6Info::parse(&ipv6::Packet::new_unchecked(
+                        &[0; ipv6::HEADER_LEN],
+                    )))
+                }),
         }
     }
 
     /// UDP fields (RoCEv2 only).
     pub fn udp(&self) -> Option<UdpInfo> {
         let off = match self.form {
-            IcrcForm::Ipv4 => self.l3 + 20,
-            IcrcForm::Ipv6 => self.l3 + 40,
+            IcrcForm::Ipv4 => u(self.l3) + ipv4::HEADER_LEN,
+            IcrcForm::Ipv6 => u(self.l3) + ipv6::HEADER_LEN,
             IcrcForm::Grh => return None,
         };
-        let &[sp0, sp1, dp0, dp1, l0, l1, c0, c1] =
-            self.frame.get(off..).and_then(|h| h.first_chunk::<8>())?;
-        Some(UdpInfo {
-            src_port: u16::from_be_bytes([sp0, sp1]),
-            dst_port: u16::from_be_bytes([dp0, dp1]),
-            len: u16::from_be_bytes([l0, l1]),
-            checksum: u16::from_be_bytes([c0, c1]),
-        })
+        let h = self
+            .frame
+            .get(off..)?
+            .first_chunk::<{ udp::HEADER_LEN }>()?;
+        Some(UdpInfo::parse(&udp::Packet::new_unchecked(h)))
     }
 
-    /// The BTH, as it lies in the frame.
-    pub fn bth_view(&self) -> &'a Bth {
-        let b = self.frame.get(self.bth..).unwrap_or(&[]);
-        match Bth::ref_from(b) {
-            Ok(v) => v,
-            Err(_) => &ZERO_BTH,
-        }
+    /// The BTH (a copy of its 12 bytes, taken when the frame was parsed).
+    #[inline]
+    pub fn bth_view(&self) -> bth::Packet<[u8; bth::HEADER_LEN]> {
+        self.bth
+    }
+
+    /// Offset of the BTH in the frame, bytes.
+    pub fn bth_offset(&self) -> usize {
+        u(self.bth_off)
     }
 
     /// BTH fields.
+    #[inline]
     pub fn bth(&self) -> BthRepr {
-        BthRepr::parse(self.bth_view())
+        BthRepr::decode(&self.bth)
     }
 
     /// The opcode.
+    #[inline]
     pub fn opcode(&self) -> Opcode {
-        self.bth_view().opcode()
+        self.bth.opcode()
     }
 
     /// Extension headers, as the opcode table says (decoded on access).
@@ -572,7 +490,7 @@ impl<'a> RocePacket<'a> {
         let info = self.opcode().info();
         let b = self
             .frame
-            .get(self.bth + bth::HEADER_LEN..self.payload)
+            .get(u(self.bth_off) + bth::HEADER_LEN..u(self.payload))
             .unwrap_or(&[]);
         ExtView::new(info.hdrs, b).unwrap_or_default()
     }
@@ -580,22 +498,22 @@ impl<'a> RocePacket<'a> {
     /// Payload, without pad bytes. In a truncated frame: what was captured.
     pub fn payload(&self) -> &'a [u8] {
         self.frame
-            .get(self.payload..self.payload + self.payload_len)
+            .get(u(self.payload)..u(self.payload) + u(self.payload_len))
             .unwrap_or(&[])
     }
 
     /// Pad bytes (BTH PadCnt).
+    #[inline]
     pub fn pad(&self) -> u8 {
-        self.bth_view().pad_count()
+        self.bth.pad_count()
     }
-
     /// The 4 ICRC bytes as on the wire, if captured.
     pub fn icrc(&self) -> Option<[u8; 4]> {
         if !self.has_icrc {
             return None;
         }
         self.frame
-            .get(self.region_end..)
+            .get(u(self.region_end)..)
             .and_then(|b| b.first_chunk::<4>())
             .copied()
     }
@@ -632,240 +550,24 @@ impl<'a> RocePacket<'a> {
 
     /// The bytes the ICRC covers: IP header (or GRH) through the pad bytes.
     pub fn icrc_region(&self) -> &'a [u8] {
-        self.frame.get(self.l3..self.region_end).unwrap_or(&[])
+        self.frame
+            .get(u(self.l3)..u(self.region_end))
+            .unwrap_or(&[])
     }
 
     /// The payload length in bytes as declared by the length fields (equal to
     /// `payload().len()` unless the frame is truncated).
     pub fn declared_payload_len(&self) -> usize {
-        let hdr = self.form.net_len() + bth::HEADER_LEN + self.opcode().info().hdr_len as usize;
-        let l3 = self.frame.get(self.l3..).unwrap_or(&[]);
+        let hdr = self.form.net_len() + bth::HEADER_LEN + usize::from(self.opcode().info().hdr_len);
         let total = match self.form {
-            IcrcForm::Ipv4 | IcrcForm::Ipv6 => {
-                let net = if self.form == IcrcForm::Ipv4 { 20 } else { 40 };
-                self.udp().map_or(0, |u| u.len as usize) + net
-            }
+            IcrcForm::Ipv4 => self.udp().map_or(0, |u| usize::from(u.len)) + ipv4::HEADER_LEN,
+            IcrcForm::Ipv6 => self.udp().map_or(0, |u| usize::from(u.len)) + ipv6::HEADER_LEN,
             IcrcForm::Grh => {
-                l3.get(4..6)
-                    .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]) as usize)
-                    + grh::HEADER_LEN
+                let g = grh::Packet::new_checked(self.l3_bytes());
+                g.map_or(0, |g| usize::from(g.payload_len())) + grh::HEADER_LEN
             }
         };
         total.saturating_sub(hdr + ICRC_LEN + self.pad() as usize)
-    }
-}
-
-static ZERO_BTH: Bth = Bth::ZERO;
-
-/// ICRC form, BTH offset, UDP datagram end, IP datagram end (offsets within
-/// the bytes after the Ethernet header).
-type NetLayout = (IcrcForm, usize, usize, usize);
-
-/// IPv4 header (RFC 791), read from a fixed 20-byte view: the checks and the
-/// checksum are inlined into the receive hot path.
-#[inline(always)]
-fn check_ipv4(l3: &[u8]) -> Result<NetLayout, Error> {
-    let Some(h) = l3.first_chunk::<20>() else {
-        return Err(Error::Ipv4Truncated);
-    };
-    let &[ver_ihl, _, tl0, tl1, _, _, fl0, fl1, _, proto, ..] = h;
-    if ver_ihl >> 4 != 4 {
-        return Err(Error::Ipv4BadVersion);
-    }
-    let ihl = (ver_ihl & 0x0F) as usize * 4;
-    if ihl < 20 {
-        return Err(Error::Ipv4BadIhl);
-    }
-    if ihl > 20 {
-        return Err(if ihl > l3.len() {
-            Error::Ipv4BadIhl
-        } else {
-            Error::Ipv4Options
-        });
-    }
-    let total = u16::from_be_bytes([tl0, tl1]) as usize;
-    if total < ihl + 8 {
-        return Err(Error::Ipv4BadTotalLen);
-    }
-    if !ipv4_checksum_ok(h) {
-        return Err(Error::Ipv4BadChecksum);
-    }
-    // Flags (3 bits: reserved, DF, MF) and fragment offset (13 bits).
-    let flags = u16::from_be_bytes([fl0, fl1]);
-    if flags & 0x2000 != 0 || flags & 0x1FFF != 0 {
-        return Err(Error::Ipv4Fragment);
-    }
-    if proto != u8::from(IpProtocol::Udp) {
-        return Err(Error::NotRoce);
-    }
-    let end = check_udp(l3, ihl, total)?;
-    Ok((IcrcForm::Ipv4, ihl + 8, end, total))
-}
-
-fn ipv4_info(l3: &[u8]) -> Ipv4Info {
-    let h = l3.first_chunk::<20>().copied().unwrap_or([0; 20]);
-    let [_, tos, tl0, tl1, id0, id1, fl0, _, ttl, _, ck0, ck1, s0, s1, s2, s3, d0, d1, d2, d3] = h;
-    Ipv4Info {
-        src: Ipv4Addr::new(s0, s1, s2, s3),
-        dst: Ipv4Addr::new(d0, d1, d2, d3),
-        dscp: tos >> 2,
-        ecn: tos & 3,
-        ttl,
-        ident: u16::from_be_bytes([id0, id1]),
-        dont_frag: fl0 & 0x40 != 0,
-        total_len: u16::from_be_bytes([tl0, tl1]),
-        checksum: u16::from_be_bytes([ck0, ck1]),
-    }
-}
-
-/// Whether the RFC 1071 one's-complement sum of an option-less IPv4 header,
-/// checksum field included, is all ones (RFC 791 header checksum).
-///
-/// The sum is taken over five native-endian 32-bit words and folded: RFC 1071
-/// §2 (A, B) — the one's-complement sum is independent of byte order and can
-/// be accumulated in wider words — so no byte swaps are needed, and a sum of
-/// all ones is all ones in either order.
-#[inline(always)]
-fn ipv4_checksum_ok(h: &[u8; 20]) -> bool {
-    let mut sum = 0u64;
-    for w in h.chunks_exact(4) {
-        if let &[a, b, c, d] = w {
-            sum += u64::from(u32::from_ne_bytes([a, b, c, d]));
-        }
-    }
-    // Fold 64 -> 32 -> 16 bits with end-around carries.
-    sum = (sum >> 32) + (sum & 0xFFFF_FFFF);
-    sum = (sum >> 32) + (sum & 0xFFFF_FFFF);
-    sum = (sum >> 16) + (sum & 0xFFFF);
-    sum = (sum >> 16) + (sum & 0xFFFF);
-    sum == 0xFFFF
-}
-
-fn check_ipv6(l3: &[u8]) -> Result<NetLayout, Error> {
-    let Some(&[v, _, _, _, pl0, pl1, nh, ..]) = l3.first_chunk::<40>() else {
-        return Err(Error::Ipv6Truncated);
-    };
-    if v >> 4 != 6 {
-        return Err(Error::Ipv6BadVersion);
-    }
-    if nh != u8::from(IpProtocol::Udp) {
-        return Err(Error::NotRoce);
-    }
-    let ip_end = 40 + u16::from_be_bytes([pl0, pl1]) as usize;
-    let end = check_udp(l3, 40, ip_end)?;
-    Ok((IcrcForm::Ipv6, 48, end, ip_end))
-}
-
-fn ipv6_info(l3: &[u8]) -> Ipv6Info {
-    let h = l3.first_chunk::<40>().copied().unwrap_or([0; 40]);
-    let ip = Ipv6Packet::new_unchecked(&h[..]);
-    let tc = ip.traffic_class();
-    Ipv6Info {
-        src: ip.src_addr(),
-        dst: ip.dst_addr(),
-        dscp: tc >> 2,
-        ecn: tc & 3,
-        flow_label: ip.flow_label(),
-        hop_limit: ip.hop_limit(),
-        payload_len: ip.payload_len(),
-    }
-}
-
-fn check_grh(l3: &[u8]) -> Result<NetLayout, Error> {
-    let Some(&[v, _, _, _, pl0, pl1, nh, ..]) = l3.first_chunk::<{ grh::HEADER_LEN }>() else {
-        return Err(Error::GrhTruncated);
-    };
-    if v >> 4 != 6 || nh != grh::NXTHDR_IBA {
-        return Err(Error::GrhBadHeader);
-    }
-    let end = grh::HEADER_LEN + u16::from_be_bytes([pl0, pl1]) as usize;
-    Ok((IcrcForm::Grh, grh::HEADER_LEN, end, end))
-}
-
-/// UDP header at `l3[off..]`, inside an IP datagram of `ip_end` bytes. Returns
-/// the end of the UDP datagram within `l3` (may exceed `l3.len()` when
-/// truncated).
-#[inline(always)]
-fn check_udp(l3: &[u8], off: usize, ip_end: usize) -> Result<usize, Error> {
-    let hdr = match l3.get(off..).and_then(|h| h.first_chunk::<8>()) {
-        Some(h) => h,
-        None if ip_end > l3.len() => return Err(Error::Truncated),
-        None => return Err(Error::UdpTruncated),
-    };
-    let &[_, _, dp0, dp1, l0, l1, _, _] = hdr;
-    if u16::from_be_bytes([dp0, dp1]) != ROCEV2_UDP_PORT {
-        return Err(Error::NotRoce);
-    }
-    let len = u16::from_be_bytes([l0, l1]) as usize;
-    if len < 8 || off + len > ip_end {
-        return Err(Error::UdpBadLen);
-    }
-    Ok(off + len)
-}
-
-/// What a frame is, for tools that look at every frame (`roce decode`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Frame<'a> {
-    /// A RoCE packet (parsed leniently; check [`RocePacket::icrc_status`]).
-    Roce(RocePacket<'a>),
-    /// Looked like RoCE (RoCEv1 EtherType, or IP/UDP to port 4791) but is
-    /// malformed.
-    BadRoce(L2Info, Error),
-    /// An 802.1Qbb PFC frame.
-    Pfc(L2Info, pfc::PfcRepr),
-    /// An 802.3x PAUSE frame.
-    Pause(L2Info, pfc::PauseRepr),
-    /// A MAC control frame that is neither (or is malformed).
-    BadMacControl(L2Info, Error),
-    /// ARP.
-    Arp(L2Info, arp::ArpRepr),
-    /// Anything else (including IP traffic that is not RoCE).
-    Other(Option<L2Info>),
-}
-
-/// Classify and parse any Ethernet frame, leniently. Never panics.
-pub fn classify(frame: &[u8]) -> Frame<'_> {
-    let Ok(l2) = L2Info::parse(frame) else {
-        return Frame::Other(None);
-    };
-    let l3 = frame.get(l2.header_len()..).unwrap_or(&[]);
-    match l2.ethertype {
-        ETHERTYPE_MAC_CONTROL => match pfc::MacControl::parse(frame) {
-            Ok(pfc::MacControl::Pfc(p)) => Frame::Pfc(l2, p),
-            Ok(pfc::MacControl::Pause(p)) => Frame::Pause(l2, p),
-            Err(e) => Frame::BadMacControl(l2, e),
-        },
-        ETHERTYPE_ARP => match arp::ArpRepr::parse(l3) {
-            Ok(a) => Frame::Arp(l2, a),
-            Err(_) => Frame::Other(Some(l2)),
-        },
-        ETHERTYPE_IPV4 | ETHERTYPE_IPV6 | ETHERTYPE_ROCEV1 => {
-            match RocePacket::parse_with(frame, ParseMode::Lenient) {
-                Ok(p) => Frame::Roce(p),
-                Err(Error::NotRoce) => Frame::Other(Some(l2)),
-                Err(e) if looks_like_roce(&l2, l3) => Frame::BadRoce(l2, e),
-                Err(_) => Frame::Other(Some(l2)),
-            }
-        }
-        _ => Frame::Other(Some(l2)),
-    }
-}
-
-/// RoCEv1 EtherType, or an IP header naming UDP whose destination port reads
-/// 4791 at the position the IHL gives.
-fn looks_like_roce(l2: &L2Info, l3: &[u8]) -> bool {
-    let port_at = |off: usize| {
-        l3.get(off + 2..off + 4)
-            .is_some_and(|p| u16::from_be_bytes([p[0], p[1]]) == ROCEV2_UDP_PORT)
-    };
-    match l2.ethertype {
-        ETHERTYPE_ROCEV1 => true,
-        ETHERTYPE_IPV4 => {
-            let ihl = l3.first().map_or(0, |b| (b & 0x0F) as usize * 4);
-            l3.get(9) == Some(&17) && port_at(ihl.max(20))
-        }
-        ETHERTYPE_IPV6 => l3.get(6) == Some(&17) && port_at(40),
-        _ => false,
     }
 }
 
@@ -874,43 +576,30 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn smoltcp_ok(h: &[u8; 20]) -> bool {
-        smoltcp::wire::Ipv4Packet::new_unchecked(&h[..]).verify_checksum()
-    }
-
-    /// The inlined header checksum agrees with smoltcp's RFC 1071 code on
-    /// edge cases (all-zero and all-ones fields, a valid header, the same with
-    /// one bit flipped) and on arbitrary headers. The version/IHL byte is 0x45
-    /// throughout: the parser checks the checksum only of 20-byte headers.
-    #[test]
-    fn ipv4_checksum_matches_smoltcp_edges() {
-        // The IPv4 header of vector v1_rc_send_only_ipv4 in
-        // ../shared/reference/vectors.txt (checksum 0xa4bf, valid).
-        let mut v1 = [
-            0x45, 0x6a, 0x00, 0x3c, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0xa4, 0xbf, 0xc0, 0xa8,
-            0x01, 0x01, 0xc0, 0xa8, 0x01, 0x02,
-        ];
-        assert!(ipv4_checksum_ok(&v1));
-        assert!(smoltcp_ok(&v1));
-        v1[11] ^= 1;
-        assert!(!ipv4_checksum_ok(&v1));
-        for fill in [0x00, 0xFF] {
-            let mut h = [fill; 20];
-            h[0] = 0x45;
-            assert_eq!(ipv4_checksum_ok(&h), smoltcp_ok(&h), "{h:02x?}");
-        }
-    }
-
     /// Every field of the view (the derived `PartialEq` compares decoded
     /// fields only).
-    fn raw(p: &RocePacket<'_>) -> (usize, IcrcForm, usize, usize, usize, usize, bool, usize) {
+    #[allow(clippy::type_complexity)]
+    fn raw(
+        p: &RocePacket<'_>,
+    ) -> (
+        usize,
+        IcrcForm,
+        usize,
+        BthRepr,
+        usize,
+        usize,
+        usize,
+        bool,
+        usize,
+    ) {
         (
-            p.l3,
+            p.l3 as usize,
             p.form,
-            p.bth,
-            p.payload,
-            p.payload_len,
-            p.region_end,
+            p.bth_off as usize,
+            p.bth(),
+            p.payload as usize,
+            p.payload_len as usize,
+            p.region_end as usize,
             p.has_icrc,
             p.frame.len(),
         )
@@ -921,6 +610,7 @@ mod tests {
     /// builder.
     fn frame(write: bool, len: usize) -> Result<Vec<u8>, Error> {
         use crate::wire::{EthRepr, ExtHeaders, Ipv4Repr, NetRepr, PacketRepr, UdpRepr};
+        use core::net::Ipv4Addr;
         let opcode = if write {
             Opcode::RC_RDMA_WRITE_MIDDLE
         } else {
@@ -1012,22 +702,6 @@ mod tests {
                 RocePacket::parse_with(&f, ParseMode::Strict).map(|p| raw(&p)),
                 full.map(|p| raw(&p))
             );
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn ipv4_checksum_matches_smoltcp(h in any::<[u8; 20]>(), fix in any::<bool>()) {
-            let mut h = h;
-            h[0] = 0x45;
-            if fix {
-                // Make the checksum valid, so both outcomes are exercised.
-                h[10] = 0;
-                h[11] = 0;
-                let mut ip = smoltcp::wire::Ipv4Packet::new_unchecked(&mut h[..]);
-                ip.fill_checksum();
-            }
-            prop_assert_eq!(ipv4_checksum_ok(&h), smoltcp_ok(&h));
         }
     }
 }

@@ -14,8 +14,25 @@
 
 use core::time::Duration;
 
-use super::packet::L2Info;
+use super::ethernet::{self, EthRepr, EthernetFrame, L2Info};
+use super::view::{self, Field};
 use super::{Error, ETHERTYPE_MAC_CONTROL, ETH_MIN_FRAME_LEN};
+
+mod field {
+    use super::Field;
+    pub const OPCODE: Field = 0..2;
+    /// PAUSE: pause_time.
+    pub const PAUSE_TIME: Field = 2..4;
+    /// PFC: the class-enable vector.
+    pub const CLASS_ENABLE: Field = 2..4;
+    /// PFC: time[0..7], priority 0 first.
+    pub const TIMES: Field = 4..20;
+}
+
+/// Length of a PAUSE body (opcode, pause_time), bytes.
+pub const PAUSE_LEN: usize = field::PAUSE_TIME.end;
+/// Length of a PFC body (opcode, class-enable vector, eight times), bytes.
+pub const PFC_LEN: usize = field::TIMES.end;
 
 /// Destination MAC of MAC control frames (802.1D reserved address).
 pub const MAC_CONTROL_DST: [u8; 6] = [0x01, 0x80, 0xC2, 0x00, 0x00, 0x01];
@@ -76,6 +93,131 @@ impl PfcRepr {
     }
 }
 
+/// The MAC control payload after the Ethernet header, in a buffer: the
+/// opcode and, for PAUSE and PFC, their fields (the zero padding after them
+/// is not read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wrap `buffer` without checking its length: the accessors panic if it
+    /// is too short. For writing; on input use [`Packet::new_checked`].
+    pub const fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+
+    /// Wrap `buffer` after [`Packet::check_len`].
+    ///
+    /// Errors: as [`Packet::check_len`].
+    pub fn new_checked(buffer: T) -> Result<Packet<T>, Error> {
+        let p = Packet::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// Whether the buffer holds the opcode and, for PAUSE and PFC, their
+    /// fields: after this passes no accessor for the opcode's fields
+    /// panics.
+    ///
+    /// Errors: [`Error::MacControlTruncated`].
+    pub fn check_len(&self) -> Result<(), Error> {
+        let len = self.buffer.as_ref().len();
+        if len < field::OPCODE.end {
+            return Err(Error::MacControlTruncated);
+        }
+        let need = match self.opcode() {
+            OPCODE_PAUSE => PAUSE_LEN,
+            OPCODE_PFC => PFC_LEN,
+            _ => field::OPCODE.end,
+        };
+        if len < need {
+            return Err(Error::MacControlTruncated);
+        }
+        Ok(())
+    }
+
+    /// The buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// MAC control opcode.
+    pub fn opcode(&self) -> u16 {
+        view::get_u16(self.buffer.as_ref(), field::OPCODE)
+    }
+    /// PAUSE: pause_time, quanta.
+    pub fn pause_time(&self) -> u16 {
+        view::get_u16(self.buffer.as_ref(), field::PAUSE_TIME)
+    }
+    /// PFC: the class-enable vector (bit n = priority n).
+    pub fn class_enable(&self) -> u16 {
+        view::get_u16(self.buffer.as_ref(), field::CLASS_ENABLE)
+    }
+    /// PFC: time of `priority` (0..=7), quanta.
+    pub fn time(&self, priority: usize) -> u16 {
+        let at = field::TIMES.start + 2 * (priority & 7);
+        view::get_u16(self.buffer.as_ref(), at..at + 2)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Set the opcode.
+    pub fn set_opcode(&mut self, op: u16) {
+        view::set_u16(self.buffer.as_mut(), field::OPCODE, op);
+    }
+    /// PAUSE: set pause_time.
+    pub fn set_pause_time(&mut self, quanta: u16) {
+        view::set_u16(self.buffer.as_mut(), field::PAUSE_TIME, quanta);
+    }
+    /// PFC: set the class-enable vector.
+    pub fn set_class_enable(&mut self, v: u16) {
+        view::set_u16(self.buffer.as_mut(), field::CLASS_ENABLE, v);
+    }
+    /// PFC: set the time of `priority` (0..=7).
+    pub fn set_time(&mut self, priority: usize, quanta: u16) {
+        let at = field::TIMES.start + 2 * (priority & 7);
+        view::set_u16(self.buffer.as_mut(), at..at + 2, quanta);
+    }
+}
+
+impl PauseRepr {
+    /// The meaning of a PAUSE body.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> PauseRepr {
+        PauseRepr {
+            quanta: p.pause_time(),
+        }
+    }
+    /// Write opcode and pause_time.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
+        p.set_opcode(OPCODE_PAUSE);
+        p.set_pause_time(self.quanta);
+    }
+}
+
+impl PfcRepr {
+    /// The meaning of a PFC body.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> PfcRepr {
+        let mut r = PfcRepr {
+            class_enable: p.class_enable(),
+            quanta: [0; 8],
+        };
+        for (i, q) in r.quanta.iter_mut().enumerate() {
+            *q = p.time(i);
+        }
+        r
+    }
+    /// Write opcode, class-enable vector and the eight times.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
+        p.set_opcode(OPCODE_PFC);
+        p.set_class_enable(self.class_enable);
+        for (i, q) in self.quanta.iter().enumerate() {
+            p.set_time(i, *q);
+        }
+    }
+}
+
 /// A parsed MAC control frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MacControl {
@@ -97,27 +239,20 @@ impl MacControl {
         if l2.ethertype != ETHERTYPE_MAC_CONTROL {
             return Err(Error::NotRoce);
         }
+        //= IEEE 802.3 Annex 31B / 802.1Qbb, as ROCEV2-DIGEST §7 states it
+        //# MAC Control frame [...]: DA 01:80:C2:00:00:01, SA = port MAC,
+        //# EtherType 0x8808
+        // A frame to another address is not obeyed (CASES R33 e).
         if l2.dst != MAC_CONTROL_DST {
             return Err(Error::MacControlBadDst);
         }
         let body = frame.get(l2.header_len()..).unwrap_or(&[]);
-        let be = |i: usize| -> Result<u16, Error> {
-            body.get(i..i + 2)
-                .map(|b| u16::from_be_bytes([b[0], b[1]]))
-                .ok_or(Error::MacControlTruncated)
-        };
-        match be(0)? {
-            OPCODE_PAUSE => Ok(MacControl::Pause(PauseRepr { quanta: be(2)? })),
-            OPCODE_PFC => {
-                let mut r = PfcRepr {
-                    class_enable: be(2)?,
-                    quanta: [0; 8],
-                };
-                for (p, q) in r.quanta.iter_mut().enumerate() {
-                    *q = be(4 + 2 * p)?;
-                }
-                Ok(MacControl::Pfc(r))
-            }
+        let p = Packet::new_checked(body)?;
+        //= IEEE 802.3 Annex 31B / 802.1Qbb, as ROCEV2-DIGEST §7 states it (table)
+        //# Offset after EtherType 0–1: PAUSE opcode 0x0001, PFC opcode 0x0101
+        match p.opcode() {
+            OPCODE_PAUSE => Ok(MacControl::Pause(PauseRepr::parse(&p))),
+            OPCODE_PFC => Ok(MacControl::Pfc(PfcRepr::parse(&p))),
             op => Err(Error::MacControlUnknownOpcode(op)),
         }
     }
@@ -128,21 +263,20 @@ impl MacControl {
     pub fn emit(&self, src: [u8; 6], buf: &mut [u8]) -> Result<usize, Error> {
         let out = buf.get_mut(..FRAME_LEN).ok_or(Error::BufferTooSmall)?;
         out.fill(0);
-        out[0..6].copy_from_slice(&MAC_CONTROL_DST);
-        out[6..12].copy_from_slice(&src);
-        out[12..14].copy_from_slice(&ETHERTYPE_MAC_CONTROL.to_be_bytes());
+        let (eth, body) = out.split_at_mut(ethernet::HEADER_LEN);
+        let eth_repr = EthRepr {
+            dst: MAC_CONTROL_DST,
+            src,
+            vlan: None,
+        };
+        eth_repr.emit(
+            &mut EthernetFrame::new_unchecked(eth),
+            ETHERTYPE_MAC_CONTROL,
+        );
+        let mut p = Packet::new_unchecked(body);
         match self {
-            MacControl::Pause(p) => {
-                out[14..16].copy_from_slice(&OPCODE_PAUSE.to_be_bytes());
-                out[16..18].copy_from_slice(&p.quanta.to_be_bytes());
-            }
-            MacControl::Pfc(p) => {
-                out[14..16].copy_from_slice(&OPCODE_PFC.to_be_bytes());
-                out[16..18].copy_from_slice(&p.class_enable.to_be_bytes());
-                for (i, q) in p.quanta.iter().enumerate() {
-                    out[18 + 2 * i..20 + 2 * i].copy_from_slice(&q.to_be_bytes());
-                }
-            }
+            MacControl::Pause(r) => r.emit(&mut p),
+            MacControl::Pfc(r) => r.emit(&mut p),
         }
         Ok(FRAME_LEN)
     }

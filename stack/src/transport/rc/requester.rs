@@ -36,8 +36,8 @@ use crate::verbs::types::{QpState, QpType, WcStatus};
 use crate::verbs::wr::{SendFlags, WrOpcode};
 use crate::wire::ext::{AtomicEthRepr, RethRepr};
 use crate::wire::{
-    bth, patch_ipv4_ident, BthRepr, ExtHeader, ExtHeaders, HdrMask, NetRepr, Opcode, PacketRepr,
-    UdpChecksum, ETH_MIN_FRAME_LEN,
+    bth, ethernet, ipv4, patch_ipv4_ident, reth, udp, BthRepr, ExtHeader, ExtHeaders, HdrMask,
+    NetRepr, Opcode, PacketRepr, UdpChecksum, ETH_MIN_FRAME_LEN,
 };
 
 /// READ/ATOMIC WQEs sent and not yet completed.
@@ -339,7 +339,11 @@ struct ReqPacket<'e> {
 
 /// Largest header [`RequestHeader`] holds: Ethernet + 802.1Q, IPv4, UDP,
 /// BTH, RETH.
-const FAST_HDR_MAX: usize = 18 + 20 + 8 + bth::HEADER_LEN + 16;
+const FAST_HDR_MAX: usize = ethernet::VLAN_HEADER_LEN
+    + ipv4::HEADER_LEN
+    + udp::HEADER_LEN
+    + bth::HEADER_LEN
+    + reth::HEADER_LEN;
 
 /// Keep the header the full builder just wrote into `buf[..off]` as the
 /// QP's [`RequestHeader`], when the packet has the shape the fast path
@@ -349,7 +353,7 @@ fn keep_request_header(qp: &mut Qp, repr: &PacketRepr, len: u32, buf: &[u8], off
     let zero_csum = matches!(repr.udp.checksum, UdpChecksum::Default | UdpChecksum::Zero);
     let ext = repr.ext.mask();
     let only_reth = ext.0 & !HdrMask::EMPTY.with(ExtHeader::Reth).0 == 0;
-    let l3 = if repr.eth.vlan.is_some() { 18 } else { 14 };
+    let l3 = repr.eth.header_len();
     let (Some(cache), Some(hdr)) = (qp.hdr_cache.as_mut(), buf.get(..off)) else {
         return;
     };
@@ -395,22 +399,25 @@ fn fast_headers(
     }
     let n = h.hdr_len as usize;
     let ip = h.l3 as usize;
-    let bth = ip + 20 + 8;
-    let ext_end = bth + bth::HEADER_LEN + if ext.reth.is_some() { 16 } else { 0 };
-    if n != ext_end {
+    let bth_at = ip + ipv4::HEADER_LEN + udp::HEADER_LEN;
+    let reth_len = if ext.reth.is_some() {
+        reth::HEADER_LEN
+    } else {
+        0
+    };
+    if n != bth_at + bth::HEADER_LEN + reth_len {
         return None;
     }
     let out = buf.get_mut(..n)?;
     out.copy_from_slice(h.bytes.get(..n)?);
     *ctx.ip_ident = ctx.ip_ident.wrapping_add(1);
-    patch_ipv4_ident(out.get_mut(ip..ip + 20)?, *ctx.ip_ident);
-    let (b, reth) = out.get_mut(bth..)?.split_at_mut(bth::HEADER_LEN);
-    b[8] = if ack_req { 0x80 } else { 0 };
-    b[9..12].copy_from_slice(&psn.value().to_be_bytes()[1..]);
+    patch_ipv4_ident(out.get_mut(ip..ip + ipv4::HEADER_LEN)?, *ctx.ip_ident);
+    let (b, rest) = out.get_mut(bth_at..)?.split_at_mut(bth::HEADER_LEN);
+    let mut b = bth::Packet::new_unchecked(b);
+    b.set_ack_req(ack_req);
+    b.set_psn(psn.value());
     if let Some(r) = &ext.reth {
-        reth[..8].copy_from_slice(&r.va.to_be_bytes());
-        reth[8..12].copy_from_slice(&r.rkey.to_be_bytes());
-        reth[12..16].copy_from_slice(&r.dma_len.to_be_bytes());
+        r.emit(&mut reth::Packet::new_checked(rest).ok()?);
     }
     Some(n)
 }
@@ -444,7 +451,7 @@ fn check_fast_frame(qp: &Qp, pkt: &ReqPacket<'_>, buf: &[u8], off: usize, frame_
     let l3 = c.req.map_or(14, |h| h.l3 as usize);
     let mut net = c.net;
     if let NetRepr::Ipv4(r) = &mut net {
-        r.ident = u16::from_be_bytes([buf[l3 + 4], buf[l3 + 5]]);
+        r.ident = ipv4::Packet::new_unchecked(&buf[l3..]).ident();
     }
     let mut bth = BthRepr::new(pkt.op, qp.attr.dest_qp_num, pkt.psn.value());
     bth.ack_req = pkt.ack_req;
