@@ -184,7 +184,8 @@ sockets on 127.0.0.1 and 127.0.0.2). Between two processes or hosts, like \
 perftest: `roce perf OP --server` and `roce perf OP --client ADDR` (TCP side \
 channel on --port, default 18515) over --backend udp, tap or dpdk (EAL \
 arguments after `--`); the server takes the test parameters from the client, \
-both print the table, the client measures.
+both print the table, the client measures. --loss and --pcap work on every \
+backend, each side dropping and recording its own frames.
 
 Exit status: 0 verified; 1 the run failed (error completion, QP error, no \
 progress for 5 s) or the data is wrong; 2 bad arguments or an unusable --pcap \
@@ -279,7 +280,8 @@ struct PerfArgs {
     /// lossy run looks hung).
     #[arg(short = 'u', long = "qp-timeout", default_value_t = 14, value_parser = perf::parse_qp_timeout)]
     qp_timeout: u8,
-    /// Drop each frame on the wire with this probability, in [0, 1).
+    /// Drop each frame on the wire with this probability, in [0, 1), on
+    /// every backend (each side drops from what it sends).
     #[arg(long, default_value = "0", allow_hyphen_values = true, value_parser = perf::parse_loss)]
     loss: f64,
     /// Seed of the loss generator, data patterns, initial PSNs and the
@@ -287,8 +289,10 @@ struct PerfArgs {
     /// [default: random, so PSNs and R_Keys cannot be guessed].
     #[arg(long)]
     seed: Option<u64>,
-    /// Record every delivered frame of both directions to this pcap file
-    /// (Ethernet, nanosecond timestamps); slows the run.
+    /// Record the frames to this pcap file (Ethernet, nanosecond
+    /// timestamps), on every backend: in one process every frame the wire
+    /// delivered (both directions); between processes what this side sent
+    /// and received. Slows the run.
     #[arg(long, value_name = "OUT")]
     pcap: Option<PathBuf>,
     /// What carries the frames: mem (in-process), udp (kernel UDP sockets;

@@ -27,7 +27,8 @@
 //! ring is full. `--loss P` drops each frame with probability `P`, decided by a
 //! seeded SplitMix64 generator per direction ([`roce_stack::testing::Rng`]), so
 //! the RC retransmission machinery (sequence NAKs, ACK timeouts, go-back-N;
-//! IBTA 1.7 §9.7.5) is exercised.
+//! IBTA 1.7 §9.7.5) is exercised. The loss is a [`roce_io::adapt::FaultIo`]
+//! around each side's backend, so it works the same over every backend.
 //!
 //! The QPs are set up as [`roce_stack::testing::connect`] does (RESET → INIT →
 //! RTR → RTS, IBTA 1.7 §10.3.1), `-q` of them, work spread round-robin.
@@ -112,7 +113,10 @@
 //! clock plus the wall-clock time at its start), in the order the frames were
 //! put on the wire. Frames dropped by `--loss` are not in it, so the capture
 //! shows what a tap at the receivers would: the PSN gaps, the NAKs and the
-//! retransmissions. Writing takes a lock per frame and slows the run.
+//! retransmissions. Writing takes a lock per frame and slows the run. The
+//! recorder is a [`roce_io::adapt::TeeIo`] inside each side's loss, on any
+//! backend; between processes each side records what it sends (after its
+//! `--loss`) and what it receives.
 //!
 //! # Memory alignment
 //!

@@ -25,6 +25,27 @@
 //! - [`sys`]: the OS calls the backends need that neither `std` nor a
 //!   dependency wraps; every `unsafe` block of this crate is there.
 //! - [`pcap::read`]: the capture reader (pcap and pcapng, streamed, bounded).
+//!
+//! A loop is a device, a backend (with adapters around it) and the pump:
+//!
+//! ```
+//! use roce_io::adapt::{FaultConfig, FaultIo};
+//! use roce_io::mem::{pair, MemConfig};
+//! use roce_stack::testing::test_device;
+//! use roce_stack::time::Instant;
+//!
+//! // Two devices joined by the in-memory wire, 1 % seeded loss each way.
+//! let (a, b) = pair(&MemConfig::default());
+//! let mut io = [
+//!     FaultIo::new(a, FaultConfig::loss(0.01, 7)),
+//!     FaultIo::new(b, FaultConfig::loss(0.01, 8)),
+//! ];
+//! let mut dev = [test_device(0, 1500), test_device(1, 1500)];
+//! for (d, io) in dev.iter_mut().zip(&mut io) {
+//!     let st = roce_io::pump(d, io, Instant::ZERO, 32).unwrap();
+//!     assert!(st.is_idle(), "nothing posted, nothing moves");
+//! }
+//! ```
 #![warn(missing_docs)]
 
 pub use roce_stack::backend::{FrameIo, TxFrame};
