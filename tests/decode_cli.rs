@@ -17,23 +17,18 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+use common::roce;
 use serde_json::Value;
 
-fn roce() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
+fn tmp(name: &str) -> PathBuf {
+    common::tmp("decode_cli", name)
 }
 
 fn run(args: &[&str]) -> Output {
     roce().args(args).output().expect("run roce")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("decode_cli");
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    dir.join(name)
 }
 
 fn shared(rel: &str) -> String {

@@ -96,11 +96,12 @@ use roce::capture::{
     self, all_remote, messages, preload, regions, rel, responses_of, AethClass, Capture, Msg, Pkt,
     QpSetup, Segmentation,
 };
+use roce_stack::testing::poll_all;
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
     AccessFlags, Device, Mtu, NetworkHdrType, QpCap, QpInitAttr, QpState, QpType, RecvWr, Sge,
-    UdDest, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode,
+    UdDest, WcFlags, WcOpcode, WcStatus, WrOpcode,
 };
 use roce_stack::wire::opcode::OpKind;
 use roce_stack::wire::Position;
@@ -374,22 +375,6 @@ fn side(
     .bring_up(&mut dev)
     .unwrap_or_else(|(step, e)| panic!("{step}: {e:?}"));
     Side { dev, pd, cq, qpn }
-}
-
-fn blank_wc() -> Wc {
-    Wc::EMPTY
-}
-
-fn poll_all(dev: &mut Device, cq: u32) -> Vec<Wc> {
-    let mut out = Vec::new();
-    let mut buf = [blank_wc(); 32];
-    loop {
-        let n = dev.poll_cq(cq, &mut buf);
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
 }
 
 /// Run due timers, then take one frame from `poll_transmit`.

@@ -12,24 +12,24 @@
 //! the `crc` crate) and read by tshark. No test asserts a time or a rate.
 
 mod common;
+#[path = "support/perf_output.rs"]
+mod perf_output;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::roce;
+use perf_output::{dropped, row as result_row};
 
 use serde_json::Value;
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .output()
-        .expect("run roce")
+    roce().args(args).output().expect("run roce")
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perf_cli");
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    dir.join(name)
+    common::tmp("perf_cli", name)
 }
 
 fn stdout(out: &Output) -> String {
@@ -48,21 +48,6 @@ fn assert_verified(out: &Output, what: &str) -> String {
     assert!(err.is_empty(), "{what}: stderr {err:?}");
     assert!(text.contains("data verified: OK"), "{what}: {text}");
     text
-}
-
-/// The values of the result row under the `#bytes` header line.
-fn result_row(text: &str) -> Vec<String> {
-    let mut lines = text.lines();
-    lines
-        .by_ref()
-        .find(|l| l.trim_start().starts_with("#bytes"))
-        .expect("table header");
-    lines
-        .next()
-        .expect("result row")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
 }
 
 const BW_HEADER: [&str; 5] = [
@@ -473,20 +458,6 @@ fn pcap_frames(text: &str) -> u64 {
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no pcap line in {text}"))
-}
-
-/// The two counts of ` Loss: P (seed S)   dropped frames: A client->server,
-/// B server->client`.
-fn dropped(text: &str) -> [u64; 2] {
-    let l = text
-        .lines()
-        .find_map(|l| l.split_once("dropped frames: ").map(|(_, r)| r))
-        .unwrap_or_else(|| panic!("no loss line in {text}"));
-    let n: Vec<u64> = l
-        .split(',')
-        .map(|p| p.split_whitespace().next().unwrap().parse().unwrap())
-        .collect();
-    [n[0], n[1]]
 }
 
 /// `--loss` and `--pcap` work on the `udp` backend, not only on `mem`: the

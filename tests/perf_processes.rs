@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Child, Command, Stdio};
 
-use perf_output::{row, text, total};
+use perf_output::{dropped, row, text, total};
 
 fn roce() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce"))
@@ -269,20 +269,6 @@ fn garbage_datagrams_are_counted_as_drops_not_retransmissions() {
         let r = r.split(" Received frames").next().unwrap_or(r);
         assert!(!r.contains("rx_parse_drops"), "{s}");
     }
-}
-
-/// The two counts of ` Loss: P (seed S)   dropped frames: A client->server,
-/// B server->client`.
-fn dropped(text: &str) -> [u64; 2] {
-    let l = text
-        .lines()
-        .find_map(|l| l.split_once("dropped frames: ").map(|(_, r)| r))
-        .unwrap_or_else(|| panic!("no loss line in {text}"));
-    let n: Vec<u64> = l
-        .split(',')
-        .map(|p| p.split_whitespace().next().unwrap().parse().unwrap())
-        .collect();
-    [n[0], n[1]]
 }
 
 /// `--loss` and `--pcap` between processes (they were for `mem` only):

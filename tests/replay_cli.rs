@@ -24,17 +24,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use common::roce;
+
 use roce::capture::{AethClass, Capture, Pkt};
 use roce_stack::wire::opcode::OpKind;
 
-fn roce() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-}
-
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("roce-replay-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d.join(name)
+    common::tmp("replay_cli", name)
 }
 
 fn fixture(name: &str) -> PathBuf {

@@ -7,8 +7,23 @@ pub mod icrc_ref;
 #[path = "../../stack/tests/common/shared.rs"]
 mod shared;
 
+use std::path::PathBuf;
+
 pub use roce_stack::testing::unhex;
 pub use shared::{public_vectors, reference_vectors, shared_dir};
+
+/// The `roce` binary of this build.
+pub fn roce() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_roce"))
+}
+
+/// `name` in a scratch directory of test `test` (created), under cargo's
+/// per-target temporary directory.
+pub fn tmp(test: &str, name: &str) -> PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(test);
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    dir.join(name)
+}
 
 /// Every frame of the capture at `path` (pcap or pcapng), in file order,
 /// read by the project's capture reader (`roce_io::pcap::read_timed`).

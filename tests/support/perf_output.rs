@@ -1,5 +1,8 @@
-//! Reading `roce perf` output in the two-process tests
-//! (`tests/perf_processes*.rs`): perftest's table and the `Total:` line.
+//! Reading `roce perf` output (`tests/perf_cli.rs`, the two-process tests
+//! `tests/perf_processes*.rs`): perftest's table, the `Total:` line and
+//! the loss line.
+// Each test binary uses a part of it.
+#![allow(dead_code)]
 
 use std::process::Output;
 
@@ -34,4 +37,18 @@ pub fn total(t: &str) -> (u64, u64) {
         .unwrap_or_else(|| panic!("no Total line in {t}"));
     let w: Vec<&str> = l.split_whitespace().collect();
     (w[0].parse().expect("bytes"), w[3].parse().expect("ops"))
+}
+
+/// The two counts of ` Loss: P (seed S)   dropped frames: A client->server,
+/// B server->client`.
+pub fn dropped(text: &str) -> [u64; 2] {
+    let l = text
+        .lines()
+        .find_map(|l| l.split_once("dropped frames: ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no loss line in {text}"));
+    let n: Vec<u64> = l
+        .split(',')
+        .map(|p| p.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    [n[0], n[1]]
 }

@@ -18,7 +18,7 @@ use crate::time::Instant;
 use crate::transport::av::{AddressVector, Gid};
 use crate::verbs::{
     AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    VerbsError,
+    VerbsError, Wc,
 };
 use crate::wire::{
     BthRepr, EthRepr, ExtHeaders, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr, UdpChecksum, UdpRepr,
@@ -136,6 +136,19 @@ pub fn unhex(s: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
         .collect()
+}
+
+/// Take every completion waiting on CQ `cq` of `dev`, in order.
+pub fn poll_all(dev: &mut Device, cq: u32) -> Vec<Wc> {
+    let mut out = Vec::new();
+    let mut buf = [Wc::EMPTY; 16];
+    loop {
+        let n = dev.poll_cq(cq, &mut buf);
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
 }
 
 /// Every access flag a test memory region may need (local write, remote
