@@ -15,6 +15,8 @@
 
 #[path = "support/perf_output.rs"]
 mod perf_output;
+#[path = "support/root.rs"]
+mod root;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -31,22 +33,7 @@ const CLIENT_MAC: &str = "02:00:0a:4d:00:01";
 const SERVER_MAC: &str = "02:00:0a:4d:00:02";
 
 fn skip() -> bool {
-    if std::env::var("ROCE_SKIP_ROOT_TESTS").as_deref() == Ok("1") {
-        eprintln!("ROCE_SKIP_ROOT_TESTS=1: skipping tests/perf_processes_dpdk.rs");
-        return true;
-    }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("?");
-    assert_eq!(
-        euid, "0",
-        "tests/perf_processes_dpdk.rs runs DPDK's EAL: run it as root, or set \
-         ROCE_SKIP_ROOT_TESTS=1 to skip it"
-    );
-    false
+    !root::may_run("tests/perf_processes_dpdk.rs", "runs DPDK's EAL", &[])
 }
 
 /// A name no other run (or test of this run) uses: pid and a counter.
