@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Child, Command, Stdio};
 
-use perf_output::{dropped, row, text, total};
+use perf_output::{dropped, finish_pair, text};
 
 fn roce() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce"))
@@ -115,42 +115,12 @@ fn run_pair_sides(
     // The client retries the connection while the server starts.
     let mut client = spawn(&ca);
     during(us, &mut client);
-    let c = client.wait_with_output().expect("client");
-    if !c.status.success() {
-        // A client that never connected leaves the server waiting.
-        let _ = server.kill();
-    }
-    let s = server.wait_with_output().expect("server");
-    let (ct, ce) = text(&c);
-    let (_, se) = text(&s);
-    let st = reader.join().expect("server stdout");
-    assert_eq!(
-        c.status.code(),
-        Some(0),
-        "{op} client: {ct}\n{ce}\nserver: {st}\n{se}"
-    );
-    assert_eq!(
-        s.status.code(),
-        Some(0),
-        "{op} server: {st}\n{se}\nclient: {ct}\n{ce}"
-    );
-    for (who, t) in [("client", &ct), ("server", &st)] {
-        assert!(t.contains("data verified: OK"), "{op} {who}: {t}");
-        assert!(t.contains(&format!("Side: {who}")), "{op} {who}: {t}");
-        let r = row(t);
-        assert_eq!(r[0], size.to_string(), "{op} {who}: #bytes");
-        assert_eq!(r[1], iters.to_string(), "{op} {who}: #iterations");
-        // -n is per QP (perftest): bytes = QPs x iterations x size.
-        let qps: u64 = extra
-            .iter()
-            .position(|a| *a == "-q")
-            .map_or(1, |i| extra[i + 1].parse().expect("-q"));
-        assert_eq!(
-            total(t),
-            (qps * iters * size, qps * iters),
-            "{op} {who}: Total"
-        );
-    }
+    let qps: u64 = extra
+        .iter()
+        .position(|a| *a == "-q")
+        .map_or(1, |i| extra[i + 1].parse().expect("-q"));
+    let stdout = Box::new(move || reader.join().expect("server stdout"));
+    let ((ct, _), (st, _)) = finish_pair(op, (size, iters, qps), client, server, Some(stdout));
     (ct, st)
 }
 
