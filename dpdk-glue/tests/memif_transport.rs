@@ -6,10 +6,8 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{eal, pump_until, unique, TempDir};
-use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
+use common::{memif_ports, pump_until, TempDir};
+use dpdk_glue::{DpdkPort, MonotonicClock};
 use roce_stack::testing::{all_access, pattern};
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::transport::av::AddressVector;
@@ -31,35 +29,9 @@ struct Setup {
     _dir: TempDir,
 }
 
-/// Open a memif server and client port in this process, on a socket of
-/// its own, each with its own pool; wait for both links.
-fn memif_ports(dir: &TempDir) -> [DpdkPort; 2] {
-    let eal = eal();
-    let sock = dir.0.join("memif.sock");
-    let mut io = Vec::new();
-    for role in ["server", "client"] {
-        let devargs = format!(
-            "{},role={role},id=0,socket={},socket-abstract=no",
-            unique("net_memif"),
-            sock.display()
-        );
-        let id = eal.probe_vdev(&devargs).expect("probe memif");
-        let pool = Mempool::new(&unique("mt"), 4095, 64, DEFAULT_DATA_ROOM).expect("pool");
-        let port = Port::configure(id, 1, 1, &pool, 1500).expect("configure");
-        io.push(DpdkPort::new(port).expect("start"));
-    }
-    for p in &io {
-        p.port()
-            .wait_link_up(Duration::from_secs(20))
-            .expect("memif link up");
-    }
-    let [a, b]: [DpdkPort; 2] = io.try_into().expect("two ports");
-    [a, b]
-}
-
 fn setup(qp_type: QpType) -> Setup {
     let dir = TempDir::new();
-    let io = memif_ports(&dir);
+    let io = memif_ports(&dir, "mt");
     let mut p = Pair::new(1500, Faults::default(), 7);
     let c = connect(
         &mut p,
