@@ -7,7 +7,7 @@
 //! same BTH.
 //!
 //! - IPv4 datagram mode: the kernel sends identification 0 with DF (what
-//!   `IP_PMTUDISC_DO` gives, `src/backend/udp.rs`), UDP source port = the
+//!   `IP_PMTUDISC_DO` gives, `io/src/udp.rs`), UDP source port = the
 //!   socket's.
 //! - IPv6 datagram mode (::1 and a second loopback address): exact.
 //! - Raw mode (`IP_HDRINCL`): the device's own identifications and per-QP

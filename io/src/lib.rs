@@ -15,12 +15,12 @@
 //! The default features are every backend that needs no system library
 //! (`mem`, `udp`, `tap`, `pcap`).
 //!
-//! - [`pump`]: the loop step joining a backend and a
+//! - [`mod@pump`]: the loop step joining a backend and a
 //!   [`Device`](roce_stack::verbs::Device) (receive, timers, transmit).
 //! - [`adapt`]: wrappers that work over any backend: seeded faults
 //!   ([`adapt::FaultIo`]), a capture tee ([`adapt::TeeIo`]), ARP/NDP/ping
 //!   ([`adapt::NeighIo`]).
-//! - [`open`]: a backend chosen at run time ([`BackendKind`]), boxed as an
+//! - [`mod@open`]: a backend chosen at run time ([`BackendKind`]), boxed as an
 //!   [`AnyIo`] with the addresses the local device must use ([`Opened`]).
 //! - [`sys`]: the OS calls the backends need that neither `std` nor a
 //!   dependency wraps; every `unsafe` block of this crate is there.
@@ -47,12 +47,16 @@
 //! }
 //! ```
 #![warn(missing_docs)]
+// `unsafe` is for the OS calls of `sys` only, each with a `// SAFETY:` note.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub use roce_stack::backend::{FrameIo, TxFrame};
 
 pub mod adapt;
 pub mod open;
 pub mod pump;
+#[allow(unsafe_code)]
 pub mod sys;
 
 #[cfg(feature = "mem")]

@@ -41,7 +41,7 @@
 //!
 //! - [`TapIo`]: the raw backend ([`FrameIo`]).
 //! - [`TapHost`]: a [`Device`] and a [`TapIo`] behind a [`NeighIo`] (its
-//!   [`Neighbors`]), driven by [`crate::pump`] on the monotonic clock.
+//!   [`Neighbors`]), driven by [`crate::pump()`] on the monotonic clock.
 //! - [`open`]: the same [`NeighIo`] in front of a [`TapIo`], boxed, for a
 //!   runner that only knows [`FrameIo`] (`roce perf --backend tap`).
 //!
@@ -343,7 +343,7 @@ impl TapHost {
         self.io.inner_mut()
     }
 
-    /// One loop step at the current time ([`crate::pump`]): up to `burst`
+    /// One loop step at the current time ([`crate::pump()`]): up to `burst`
     /// frames in (ARP/ICMP to the neighbours, the rest to the device),
     /// timers, up to `burst` frames out (the neighbours' first).
     ///

@@ -1,5 +1,5 @@
 //! Capture files: the project's one reader ([`read`]: pcap and pcapng,
-//! streamed and bounded) and writer ([`write`]: classic pcap), and the
+//! streamed and bounded) and writer ([`mod@write`]: classic pcap), and the
 //! `pcap` backend ([`PcapIo`]), a [`FrameIo`] whose receive side replays
 //! the frames of a capture, in file order, and whose transmit side writes
 //! every frame sent to an output capture.
