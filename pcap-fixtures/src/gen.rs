@@ -16,10 +16,11 @@ use roce_stack::wire::bth::BthRepr;
 use roce_stack::wire::cnp;
 use roce_stack::wire::ext::{AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, RethRepr};
 use roce_stack::wire::grh::{GrhRepr, NXTHDR_IBA};
+use roce_stack::wire::opcode::OpKind;
 use roce_stack::wire::pfc::{MacControl, PauseRepr, PfcRepr};
 use roce_stack::wire::{
-    EthRepr, ExtHeaders, Ipv4Repr, Ipv6Repr, NetRepr, Opcode, PacketRepr, UdpChecksum, UdpRepr,
-    VlanTag, ROCEV2_UDP_PORT,
+    EthRepr, ExtHeader, ExtHeaders, HdrMask, Ipv4Repr, Ipv6Repr, NetRepr, Opcode, PacketRepr,
+    Position, Transport, UdpChecksum, UdpRepr, VlanTag, ROCEV2_UDP_PORT,
 };
 
 use crate::Fixture;
@@ -247,30 +248,33 @@ enum Msg {
     WriteImm(RethRepr, u32),
 }
 
-/// Opcodes (transport bits 0) of FIRST, MIDDLE, LAST, ONLY for a message kind
-/// (IBTA 1.7 §9.2.1, Table 36).
-fn op_codes(msg: Msg) -> [u8; 4] {
-    match msg {
-        Msg::Send => [0x00, 0x01, 0x02, 0x04],
-        Msg::SendImm(_) => [0x00, 0x01, 0x03, 0x05],
-        Msg::SendInv(_) => [0x00, 0x01, 0x16, 0x17],
-        Msg::Write(_) => [0x06, 0x07, 0x08, 0x0A],
-        Msg::WriteImm(..) => [0x06, 0x07, 0x09, 0x0B],
-    }
+/// The opcode of a packet of `msg` on `transport` at `position`, from the
+/// opcode table (IBTA 1.7 §9.2.1, Table 36): the operation family, and the
+/// header that marks the variant (ImmDt, IETH) on the last packet.
+fn opcode(transport: Transport, msg: Msg, position: Position) -> Opcode {
+    let (kind, variant) = match msg {
+        Msg::Send => (OpKind::Send, HdrMask::EMPTY),
+        Msg::SendImm(_) => (OpKind::Send, HdrMask::EMPTY.with(ExtHeader::ImmDt)),
+        Msg::SendInv(_) => (OpKind::Send, HdrMask::EMPTY.with(ExtHeader::Ieth)),
+        Msg::Write(_) => (OpKind::Write, HdrMask::EMPTY),
+        Msg::WriteImm(..) => (OpKind::Write, HdrMask::EMPTY.with(ExtHeader::ImmDt)),
+    };
+    let ends = matches!(position, Position::Last | Position::Only);
+    let extra = if ends { variant } else { HdrMask::EMPTY };
+    Opcode::find(transport, kind, position, extra).expect("an opcode of the table")
 }
 
 /// Send a SEND / WRITE message of `payload` as FIRST/MIDDLE.../LAST or ONLY
-/// packets from `side`. `transport` is 0x00 (RC) or 0x20 (UC); RC packets ending
-/// the message set AckReq. Returns the PSN of the last packet.
+/// packets from `side` over `transport` (RC or UC); RC packets ending the
+/// message set AckReq. Returns the PSN of the last packet.
 fn message(
     cap: &mut Cap,
     side: &mut Side,
-    transport: u8,
+    transport: Transport,
     msg: Msg,
     payload: &[u8],
     solicited: bool,
 ) -> u32 {
-    let codes = op_codes(msg);
     let chunks: Vec<&[u8]> = if payload.is_empty() {
         vec![payload]
     } else {
@@ -279,11 +283,11 @@ fn message(
     let n = chunks.len();
     let mut last_psn = side.psn;
     for (i, chunk) in chunks.into_iter().enumerate() {
-        let (code, first, last) = match (i, n) {
-            (_, 1) => (codes[3], true, true),
-            (0, _) => (codes[0], true, false),
-            (i, n) if i + 1 == n => (codes[2], false, true),
-            _ => (codes[1], false, false),
+        let (position, first, last) = match (i, n) {
+            (_, 1) => (Position::Only, true, true),
+            (0, _) => (Position::First, true, false),
+            (i, n) if i + 1 == n => (Position::Last, false, true),
+            _ => (Position::Middle, false, false),
         };
         let mut ext = ExtHeaders::default();
         match msg {
@@ -305,8 +309,8 @@ fn message(
         last_psn = side.next_psn();
         let bth = BthRepr {
             solicited: solicited && last,
-            ack_req: transport == 0x00 && last,
-            ..side.bth(Opcode(transport | code), last_psn)
+            ack_req: transport == Transport::Rc && last,
+            ..side.bth(opcode(transport, msg, position), last_psn)
         };
         cap.roce(1, side, bth, ext, chunk);
     }
@@ -450,16 +454,30 @@ fn fx_rc_send() -> Vec<u8> {
     let mut cap = Cap::new();
     let (mut a, mut b) = rc_pair(V4, 0x00_1000, 0x00_8000);
     // 2500-byte SEND: FIRST 1024, MIDDLE 1024, LAST 452 (pad 0).
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x10, 2500), false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x10, 2500),
+        false,
+    );
     ack(&mut cap, 4, &mut b, p, 0x1F, 1);
     // SEND ONLY 38 bytes (pad 2).
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x20, 38), false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x20, 38),
+        false,
+    );
     ack(&mut cap, 4, &mut b, p, 0x1F, 2);
     // 1123-byte SEND with immediate: FIRST 1024 + LAST WITH IMMEDIATE 99 (pad 1).
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::SendImm(0x1234_abcd),
         &pattern(0x30, 1123),
         true,
@@ -469,7 +487,7 @@ fn fx_rc_send() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::SendImm(0xcafe_f00d),
         &pattern(0x40, 17),
         true,
@@ -479,7 +497,7 @@ fn fx_rc_send() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::SendInv(0x0000_5a17),
         &pattern(0x50, 1624),
         false,
@@ -489,7 +507,7 @@ fn fx_rc_send() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::SendInv(0x0000_5a18),
         &pattern(0x60, 13),
         false,
@@ -505,18 +523,25 @@ fn fx_uc_send() -> Vec<u8> {
     message(
         &mut cap,
         &mut a,
-        0x20,
+        Transport::Uc,
         Msg::Send,
         &pattern(0x11, 2100),
         false,
     );
     // UC SEND ONLY, 31 bytes (pad 1).
-    message(&mut cap, &mut a, 0x20, Msg::Send, &pattern(0x12, 31), false);
+    message(
+        &mut cap,
+        &mut a,
+        Transport::Uc,
+        Msg::Send,
+        &pattern(0x12, 31),
+        false,
+    );
     // UC SEND FIRST + LAST WITH IMMEDIATE (1030 bytes, LAST 6: pad 2).
     message(
         &mut cap,
         &mut a,
-        0x20,
+        Transport::Uc,
         Msg::SendImm(0x0bad_cafe),
         &pattern(0x13, 1030),
         false,
@@ -525,7 +550,7 @@ fn fx_uc_send() -> Vec<u8> {
     message(
         &mut cap,
         &mut a,
-        0x20,
+        Transport::Uc,
         Msg::SendImm(0x0000_0001),
         &pattern(0x14, 9),
         true,
@@ -539,7 +564,7 @@ fn fx_uc_send() -> Vec<u8> {
     message(
         &mut cap,
         &mut a,
-        0x20,
+        Transport::Uc,
         Msg::Write(reth(0x0000_7f00_1234_5000, 3000)),
         &pattern(0x15, 3000),
         false,
@@ -548,7 +573,7 @@ fn fx_uc_send() -> Vec<u8> {
     message(
         &mut cap,
         &mut a,
-        0x20,
+        Transport::Uc,
         Msg::WriteImm(reth(0x0000_7f00_1234_6000, 1027), 0x7777_0001),
         &pattern(0x16, 1027),
         false,
@@ -557,7 +582,7 @@ fn fx_uc_send() -> Vec<u8> {
     message(
         &mut cap,
         &mut a,
-        0x20,
+        Transport::Uc,
         Msg::Write(reth(0x0000_7f00_1234_7000, 14)),
         &pattern(0x17, 14),
         false,
@@ -566,7 +591,7 @@ fn fx_uc_send() -> Vec<u8> {
     message(
         &mut cap,
         &mut a,
-        0x20,
+        Transport::Uc,
         Msg::WriteImm(reth(0x0000_7f00_1234_8000, 0), 0x7777_0002),
         &[],
         false,
@@ -644,7 +669,7 @@ fn fx_rc_write() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::Write(reth(0x0000_7f00_1234_5000, 3500)),
         &pattern(0x31, 3500),
         false,
@@ -654,7 +679,7 @@ fn fx_rc_write() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::WriteImm(reth(0x0000_7f00_1234_6000, 2047), 0xdead_beef),
         &pattern(0x32, 2047),
         true,
@@ -664,7 +689,7 @@ fn fx_rc_write() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::Write(reth(0x0000_7f00_1234_7000, 13)),
         &pattern(0x33, 13),
         false,
@@ -674,14 +699,21 @@ fn fx_rc_write() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::WriteImm(reth(0x0000_7f00_1234_8000, 1024), 0x0000_00ff),
         &pattern(0x34, 1024),
         false,
     );
     ack(&mut cap, 4, &mut b, p, 0x1F, 4);
     // WRITE ONLY of 0 bytes (allowed: a zero-length RDMA WRITE).
-    let p = message(&mut cap, &mut a, 0, Msg::Write(reth(0, 0)), &[], false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Write(reth(0, 0)),
+        &[],
+        false,
+    );
     ack(&mut cap, 4, &mut b, p, 0x1F, 5);
     cap.into_pcap()
 }
@@ -766,7 +798,14 @@ fn fx_rc_ack() -> Vec<u8> {
     let mut msn = 0;
     // ACKs carrying credit codes 31 (invalid), 5 (6 credits), 0, 17 (384).
     for (seed, credit) in [(0x51u8, 0x1Fu8), (0x52, 5), (0x53, 0), (0x54, 17)] {
-        let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(seed, 16), false);
+        let p = message(
+            &mut cap,
+            &mut a,
+            Transport::Rc,
+            Msg::Send,
+            &pattern(seed, 16),
+            false,
+        );
         msn += 1;
         ack(&mut cap, 4, &mut b, p, credit, msn);
     }
@@ -780,7 +819,7 @@ fn fx_rc_ack() -> Vec<u8> {
         message(
             &mut cap,
             &mut retry,
-            0,
+            Transport::Rc,
             Msg::Send,
             &pattern(0x55, 16),
             false,
@@ -788,13 +827,27 @@ fn fx_rc_ack() -> Vec<u8> {
         a.ident = retry.ident;
         ack(&mut cap, 4, &mut b, psn, 0x20 | timer, msn);
     }
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x55, 16), false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x55, 16),
+        false,
+    );
     msn += 1;
     ack(&mut cap, 4, &mut b, p, 0x1F, msn);
     // NAK PSN sequence error (0x60): one packet is lost, the next arrives; the
     // NAK carries the expected PSN. The requester then goes back.
     let lost = a.next_psn();
-    message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x56, 16), false);
+    message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x56, 16),
+        false,
+    );
     ack(&mut cap, 4, &mut b, lost, 0x60, msn);
     // NAK invalid request (0x61), remote access error (0x62), remote operational
     // error (0x63): each ends its own connection, so each uses its own QP pair.
@@ -811,7 +864,7 @@ fn fx_rc_ack() -> Vec<u8> {
         let p = message(
             &mut cap,
             &mut a2,
-            0,
+            Transport::Rc,
             Msg::Write(reth),
             &pattern(0x57, 8),
             false,
@@ -837,7 +890,7 @@ fn fx_cnp() -> Vec<u8> {
     message(
         &mut cap,
         &mut marked,
-        0,
+        Transport::Rc,
         Msg::Write(reth),
         &pattern(0x61, 1024),
         false,
@@ -850,7 +903,7 @@ fn fx_cnp() -> Vec<u8> {
     message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::Write(reth),
         &pattern(0x62, 1024),
         false,
@@ -861,7 +914,7 @@ fn fx_cnp() -> Vec<u8> {
     message(
         &mut cap,
         &mut marked,
-        0,
+        Transport::Rc,
         Msg::Write(reth),
         &pattern(0x63, 1024),
         false,
@@ -918,7 +971,14 @@ fn fx_ipv6() -> Vec<u8> {
     let mut cap = Cap::new();
     let (mut a, mut b) = rc_pair(V6, 0x00_6000, 0x00_d000);
     // SEND ONLY 21 bytes (pad 3), ACK (AETH).
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x71, 21), false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x71, 21),
+        false,
+    );
     ack(&mut cap, 4, &mut b, p, 0x1F, 1);
     // WRITE ONLY 13 bytes with RETH (pad 3).
     let reth = RethRepr {
@@ -929,7 +989,7 @@ fn fx_ipv6() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::Write(reth),
         &pattern(0x72, 13),
         false,
@@ -944,7 +1004,7 @@ fn fx_ipv6() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::WriteImm(reth, 0x6666_0001),
         &pattern(0x73, 1026),
         false,
@@ -967,7 +1027,14 @@ fn fx_ipv6() -> Vec<u8> {
     );
     atomic_ack(&mut cap, 3, &mut b, psn, 5, 0);
     // A SEND of 15 bytes (pad 1) answered by an RNR NAK (timer code 14, 1.28 ms).
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x75, 15), false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x75, 15),
+        false,
+    );
     ack(&mut cap, 4, &mut b, p, 0x2E, 5);
     // UD SEND ONLY and SEND ONLY WITH IMMEDIATE (DETH).
     let mut u = Side::new(HOST_A, HOST_B, V6, 0xabc, 0x77, 0x00_0010);
@@ -1017,7 +1084,14 @@ fn fx_vlan() -> Vec<u8> {
         s.vlan = Some(tag);
         s.migreq = true;
     }
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x81, 16), false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x81, 16),
+        false,
+    );
     ack(&mut cap, 4, &mut b, p, 0x1F, 1);
     let reth = RethRepr {
         va: 0x0000_7f00_5000_0000,
@@ -1027,7 +1101,7 @@ fn fx_vlan() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::Write(reth),
         &pattern(0x82, 1030),
         false,
@@ -1045,7 +1119,14 @@ fn fx_vlan() -> Vec<u8> {
     });
     c.pkey = 0x8001;
     c.dest_qp = 0x13;
-    message(&mut cap, &mut c, 0, Msg::Send, &pattern(0x84, 14), false);
+    message(
+        &mut cap,
+        &mut c,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x84, 14),
+        false,
+    );
     let mut u = Side::new(HOST_A, HOST_B, V4, 0xabc, 0x77, 0x00_0020);
     u.vlan = Some(VlanTag {
         pcp: 5,
@@ -1079,7 +1160,14 @@ fn fx_arp() -> Vec<u8> {
 fn fx_rocev1() -> Vec<u8> {
     let mut cap = Cap::new();
     let (mut a, mut b) = rc_pair(V1, 0x00_0f00, 0x00_f000);
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x91, 23), false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x91, 23),
+        false,
+    );
     ack(&mut cap, 4, &mut b, p, 0x1F, 1);
     let reth = RethRepr {
         va: 0x0000_7f00_6000_0000,
@@ -1089,7 +1177,7 @@ fn fx_rocev1() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::WriteImm(reth, 0x0101_0101),
         &pattern(0x92, 1100),
         false,
@@ -1097,7 +1185,14 @@ fn fx_rocev1() -> Vec<u8> {
     ack(&mut cap, 4, &mut b, p, 0x1F, 2);
     let psn = read_request(&mut cap, &mut a, 0x0000_7f00_6000_0000, 0x0000_abab, 10);
     read_response(&mut cap, &mut b, psn, &pattern(0x93, 10), 0x1F, 3);
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0x94, 19), false);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0x94, 19),
+        false,
+    );
     ack(&mut cap, 4, &mut b, p, 0x60, 3);
     let mut u = Side::new(HOST_A, HOST_B, V1, 0xabc, 0x77, 0x00_0030);
     ud_send(
@@ -1124,7 +1219,7 @@ fn fx_rc_mix() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut a,
-        0,
+        Transport::Rc,
         Msg::Write(reth),
         &pattern(0xa1, 2999),
         false,
@@ -1136,7 +1231,14 @@ fn fx_rc_mix() -> Vec<u8> {
     cap.t_us += 5;
     read_response(&mut cap, &mut b, psn, &pattern(0xa2, 2502), 0x1F, 2);
     // 3. SEND ONLY of 45 bytes (pad 3), solicited; ACK.
-    let p = message(&mut cap, &mut a, 0, Msg::Send, &pattern(0xa3, 45), true);
+    let p = message(
+        &mut cap,
+        &mut a,
+        Transport::Rc,
+        Msg::Send,
+        &pattern(0xa3, 45),
+        true,
+    );
     ack(&mut cap, 6, &mut b, p, 0x1F, 3);
     // 4. FETCH_ADD 1 on a counter at B; ATOMIC ACKNOWLEDGE with the old value.
     let psn = atomic(
@@ -1156,7 +1258,7 @@ fn fx_rc_mix() -> Vec<u8> {
     let p = message(
         &mut cap,
         &mut b,
-        0,
+        Transport::Rc,
         Msg::SendImm(0x0000_0007),
         &pattern(0xa4, 1030),
         true,

@@ -90,6 +90,60 @@ impl Bins {
     }
 }
 
+/// Counts of values in fixed-width buckets (bucket `i` holds
+/// `[i·width, (i+1)·width)`), for percentiles of long streams without
+/// keeping the samples.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Histogram {
+    /// Bucket width.
+    pub width: u64,
+    /// Count per bucket.
+    pub counts: Vec<u64>,
+    /// Values recorded.
+    pub n: u64,
+    /// Largest value recorded.
+    pub max: u64,
+}
+
+impl Histogram {
+    /// Empty histogram with buckets of `width` (at least 1).
+    pub fn new(width: u64) -> Histogram {
+        Histogram {
+            width: width.max(1),
+            ..Histogram::default()
+        }
+    }
+
+    /// Record `v`.
+    #[inline]
+    pub fn add(&mut self, v: u64) {
+        let i = (v / self.width) as usize;
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += 1;
+        self.n += 1;
+        self.max = self.max.max(v);
+    }
+
+    /// The `p`-th percentile (0..=100) by nearest rank, as the upper edge of
+    /// the bucket holding it (capped at the largest value); 0 when empty.
+    pub fn percentile(&self, p: f64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let rank = ((p / 100.0) * self.n as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return ((i as u64 + 1) * self.width).min(self.max);
+            }
+        }
+        self.max
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +165,19 @@ mod tests {
         assert_eq!(percentile(&v, 40.0), 20);
         assert_eq!(percentile(&v, 50.0), 35);
         assert_eq!(percentile(&v, 100.0), 50);
+    }
+
+    #[test]
+    fn histogram_percentiles() {
+        let mut h = Histogram::new(10);
+        for v in [15, 20, 35, 40, 50] {
+            h.add(v);
+        }
+        // Nearest rank as above (15 20 35 40 50), reported as bucket tops.
+        assert_eq!(h.percentile(5.0), 20);
+        assert_eq!(h.percentile(50.0), 40);
+        assert_eq!(h.percentile(100.0), 50);
+        assert_eq!(Histogram::new(1).percentile(99.0), 0);
     }
 
     #[test]

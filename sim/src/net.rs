@@ -81,6 +81,122 @@ pub fn ecn(frame: &[u8]) -> Option<u8> {
     traffic_class(frame).map(|tc| tc & 3)
 }
 
+/// What a switch reads from a frame, from one parse of its Ethernet header:
+/// whether it is MAC control (PAUSE/PFC), its PFC priority (as
+/// [`priority`]), and its destination MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// EtherType 0x8808.
+    pub mac_control: bool,
+    /// PFC priority (0 for MAC control, ARP and malformed frames).
+    pub prio: u8,
+    /// Destination MAC (zeros if the frame is shorter than 6 bytes).
+    pub dst: [u8; 6],
+}
+
+/// Classify `frame` in one pass (same answers as [`is_mac_control`] and
+/// [`priority`]).
+pub fn classify(frame: &[u8]) -> FrameInfo {
+    let mut dst = [0u8; 6];
+    if let Some(d) = frame.get(..6) {
+        dst.copy_from_slice(d);
+    }
+    let Ok(l2) = L2Info::parse(frame) else {
+        return FrameInfo {
+            mac_control: false,
+            prio: 0,
+            dst,
+        };
+    };
+    let mac_control = l2.ethertype == ETHERTYPE_MAC_CONTROL;
+    let prio = if let Some(tag) = l2.vlan {
+        tag.pcp & 7
+    } else {
+        let off = l2.header_len();
+        match l2.ethertype {
+            ETHERTYPE_IPV4 => frame.get(off + 1).map_or(0, |tc| tc >> 5),
+            ETHERTYPE_IPV6 => frame
+                .get(off..off + 2)
+                .map_or(0, |b| ((b[0] << 4) | (b[1] >> 4)) >> 5),
+            _ => 0,
+        }
+    };
+    FrameInfo {
+        mac_control,
+        prio,
+        dst,
+    }
+}
+
+/// The bytes ECMP hashes: source address, destination address, IP protocol,
+/// source port, destination port, in network byte order (13 bytes for IPv4,
+/// 37 for IPv6; the ports are 0 for protocols other than UDP and TCP).
+/// Written to `out`; returns the length, or `None` for a frame that is not
+/// IP or too short. For RoCEv2 the destination port is 4791 and the source
+/// port is the per-QP entropy (ROCEV2-DIGEST §1).
+pub fn five_tuple(frame: &[u8], out: &mut [u8; 37]) -> Option<usize> {
+    let (off, et) = ip_header(frame)?;
+    let (n, proto, l4) = match et {
+        ETHERTYPE_IPV4 => {
+            let h = frame.get(off..off + 20)?;
+            let ihl = usize::from(h[0] & 0x0F) * 4;
+            out[..4].copy_from_slice(&h[12..16]);
+            out[4..8].copy_from_slice(&h[16..20]);
+            (8, h[9], off + ihl.max(20))
+        }
+        _ => {
+            let h = frame.get(off..off + 40)?;
+            out[..32].copy_from_slice(&h[8..40]);
+            (32, h[6], off + 40)
+        }
+    };
+    out[n] = proto;
+    let ports = match proto {
+        6 | 17 => frame.get(l4..l4 + 4).unwrap_or(&[0; 4]),
+        _ => &[0; 4],
+    };
+    out[n + 1..n + 5].copy_from_slice(ports);
+    Some(n + 5)
+}
+
+/// The ECMP hash of a frame: CRC-32 (IEEE 802.3 polynomial, reflected, as
+/// zlib's `crc32`) over its [`five_tuple`] bytes; 0 for non-IP frames.
+/// Switch ASICs hash the same fields with CRC-based functions (the exact
+/// polynomial and seeding are vendor-specific; this one is documented so a
+/// path can be worked out by hand: `zlib.crc32(bytes) % group size`).
+pub fn ecmp_hash(frame: &[u8]) -> u32 {
+    let mut key = [0u8; 37];
+    match five_tuple(frame, &mut key) {
+        Some(n) => crc32fast::hash(&key[..n]),
+        None => 0,
+    }
+}
+
+/// [`ecmp_hash`] of an IPv4 five-tuple given by its fields.
+pub fn ecmp_hash_v4(
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    proto: u8,
+    sport: u16,
+    dport: u16,
+) -> u32 {
+    let mut key = [0u8; 13];
+    key[..4].copy_from_slice(&src.octets());
+    key[4..8].copy_from_slice(&dst.octets());
+    key[8] = proto;
+    key[9..11].copy_from_slice(&sport.to_be_bytes());
+    key[11..13].copy_from_slice(&dport.to_be_bytes());
+    crc32fast::hash(&key)
+}
+
+/// Which of `n` equal-cost next hops `frame` takes: [`ecmp_hash`] mod `n`.
+pub fn ecmp_index(frame: &[u8], n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    (ecmp_hash(frame) % n as u32) as usize
+}
+
 /// RFC 1071 Internet checksum of `data` (an even number of bytes).
 pub fn internet_checksum(data: &[u8]) -> u16 {
     let mut sum: u32 = 0;
@@ -200,6 +316,20 @@ mod tests {
         assert!((r.probability(200) - 0.1).abs() < 1e-12);
         assert!((r.probability(300) - 0.2).abs() < 1e-12);
         assert_eq!(r.probability(301), 1.0);
+    }
+
+    #[test]
+    fn ecmp_hash_is_zlib_crc32_of_the_five_tuple() {
+        // python3: zlib.crc32(bytes([10,0,0,1, 10,0,0,2, 17]) +
+        //   struct.pack('>HH', 0xC121, 4791)) == 0x85002d75
+        let h = ecmp_hash_v4(
+            std::net::Ipv4Addr::new(10, 0, 0, 1),
+            std::net::Ipv4Addr::new(10, 0, 0, 2),
+            17,
+            0xC121,
+            4791,
+        );
+        assert_eq!(h, 0x8500_2d75);
     }
 
     #[test]

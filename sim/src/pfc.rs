@@ -89,8 +89,9 @@ pub fn headroom_bytes(link_gbps: f64, max_frame_bytes: u64, prop_delay_ns: u64) 
         .bytes()
 }
 
-/// A host NIC's PFC honouring ([`PauseState`]) plus the pause episodes for
-/// the time series.
+/// A transmitter's PFC honouring ([`PauseState`]) plus the pause episodes
+/// for the time series: a host NIC's, or a switch egress port's toward
+/// another switch.
 #[derive(Debug, Clone)]
 pub struct HostPause {
     state: PauseState,
@@ -99,7 +100,12 @@ pub struct HostPause {
     total: [Ps; 8],
     /// Pause episodes (a priority went from running to paused).
     pub episodes: u64,
+    /// This link's own paused time per bin (ps, summed over priorities).
+    own: Bins,
 }
+
+/// Default width of a link's own pause bins (10 µs).
+const OWN_BIN_PS: Ps = 10 * 1_000_000;
 
 fn inst(ps: Ps) -> Instant {
     Instant::from_nanos(ps / PS_PER_NS)
@@ -121,7 +127,30 @@ impl HostPause {
             until: [0; 8],
             total: [0; 8],
             episodes: 0,
+            own: Bins::new(OWN_BIN_PS),
         }
+    }
+
+    /// Width of this link's own pause bins, ps (default 10 µs).
+    pub fn set_bin_ps(&mut self, width_ps: Ps) {
+        self.own = Bins::new(width_ps);
+    }
+
+    /// This link's paused time per bin, ps (closed episodes).
+    pub fn bins(&self) -> &Bins {
+        &self.own
+    }
+
+    /// When the pause of `prio` ends, ps (as of the last frame or settle),
+    /// or `None`.
+    pub fn resume_at_ps(&self, prio: u8) -> Option<Ps> {
+        self.state.resume_at(prio).map(|t| t.as_nanos() * PS_PER_NS)
+    }
+
+    /// Whether any priority is paused at `now`.
+    #[inline]
+    pub fn any_paused(&self, now: Ps) -> bool {
+        self.state.poll_timeout().is_some() && self.state.paused_mask(inst(now)) != 0
     }
 
     /// The stack's receive-side pause counters (mlx5 names:
@@ -146,6 +175,7 @@ impl HostPause {
                     let end = self.until[i].clamp(s, now);
                     self.total[i] += end - s;
                     bins.add_interval(s, end);
+                    self.own.add_interval(s, end);
                     self.since[i] = None;
                 }
             }
@@ -180,6 +210,7 @@ impl HostPause {
                 if let Some(s) = self.since[i].take() {
                     self.total[i] += now - s;
                     bins.add_interval(s, now);
+                    self.own.add_interval(s, now);
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! mode, PFC head-of-line blocking of a victim flow, a lossy fabric where RC
 //! retransmission must deliver every byte, and flows joining and leaving a
 //! congested link. Each returns a [`Report`] (summary figures and the time
-//! series for [`crate::plot`]).
+//! series for the `plot` module, feature `plot`).
 
 use std::fmt;
 use std::io::{self, Write};
@@ -407,7 +407,7 @@ fn summarise(
         })
         .map(|(_, q)| *q)
         .collect();
-    let totals = fab.switch.totals();
+    let totals = fab.totals();
     let mut cnp_sent = 0;
     let mut cnp_handled = 0;
     let mut seq_naks = 0;
@@ -444,7 +444,7 @@ fn summarise(
         jain: jain_index(&fair_rates),
         queue_p50: percentile(&in_window, 50.0),
         queue_p99: percentile(&in_window, 99.0),
-        queue_max: fab.switch.port_stats(obs.port).max_queue_bytes,
+        queue_max: fab.port_stats(obs.port).max_queue_bytes,
         drops: totals.drops,
         ecn_marked: totals.ecn_marked,
         pfc_xoff: totals.pfc_xoff,

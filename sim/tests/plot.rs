@@ -1,3 +1,4 @@
+#![cfg(feature = "plot")]
 //! `plot::write_plot` writes an SVG with the report's title and panels (or
 //! says precisely that no font is available).
 

@@ -5,7 +5,11 @@
 //! - [`icrc`]: the invariant CRC (IBTA 1.7 §7.8.1, RoCEv2 Annex A17.4).
 //! - [`verbs`]: the ibverbs-shaped API; [`verbs::Device`] is the entry point:
 //!   frames and the current time in, frames, completions and deadlines out.
-//! - [`transport`]: the RC requester, completer and responder, UC and UD.
+//! - [`transport`]: the queue pair and its engines: the RC requester,
+//!   completer and responder, UC and UD.
+//! - [`resources`]: below the transports and the verbs: the objects the verbs
+//!   create (work requests, completions, MRs, CQs, QP attributes, the device
+//!   configuration) and the state a device shares with its engines.
 //! - [`cc`]: congestion control: ECN, CNPs, the DCQCN reaction point and
 //!   the per-QP pacer.
 //! - [`backend`]: the burst interface every frame mover implements (the
@@ -27,6 +31,7 @@ pub mod counters;
 pub mod icrc;
 pub mod neigh;
 pub mod pfc;
+pub mod resources;
 pub mod testing;
 pub mod time;
 pub mod transport;

@@ -58,8 +58,6 @@ pub use dcqcn::{AlphaGain, CutOrder, DcqcnParams, ReactionPoint};
 pub(crate) use np::{cnp_repr, Admit, CnpPath, NotificationPoint};
 pub use pacer::Pacer;
 
-use crate::time::Instant;
-
 /// The IP ECN codepoint (RFC 3168 §5) a device writes into the packets it
 /// sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -174,7 +172,9 @@ impl CcConfig {
     }
 }
 
-/// Congestion-control state of one QP, kept by the device beside the QP.
+/// Congestion-control state of one QP (in the QP; its timers, the
+/// reaction point's next event and the pacer release, are in the QP's timer
+/// table).
 #[derive(Debug, Clone)]
 pub(crate) struct QpCc {
     pub rp: ReactionPoint,
@@ -182,10 +182,6 @@ pub(crate) struct QpCc {
     /// Whether the device counts this QP as paced (mirrors `rp.is_active()`
     /// after every RP call).
     pub paced: bool,
-    /// The RP timer entry in the device's timer set.
-    pub rp_deadline: Option<Instant>,
-    /// The pacer release entry in the device's pacer set.
-    pub pacer_deadline: Option<Instant>,
 }
 
 impl QpCc {
@@ -194,8 +190,6 @@ impl QpCc {
             rp: ReactionPoint::new(cfg.dcqcn, cfg.line_rate_mbps),
             pacer: Pacer::new(cfg.pacer_burst_bytes),
             paced: false,
-            rp_deadline: None,
-            pacer_deadline: None,
         }
     }
 }

@@ -1,12 +1,17 @@
-//! Transports: the RC requester, completer and responder (`rc/`), UC (`uc.rs`),
-//! UD (`ud.rs`), PSN arithmetic (`psn.rs`) and addressing (`av.rs`).
+//! Transports: the queue pair ([`qp`]), the RC requester, completer and
+//! responder (`rc/`), UC (`uc.rs`), UD (`ud.rs`), PSN arithmetic (`psn.rs`)
+//! and addressing (`av`, defined in [`crate::resources::av`]).
 //!
-//! The engines are functions over one [`Qp`] and the device context; they never
-//! allocate per packet: frames are built in the caller's buffer, payload is
-//! gathered from and scattered to memory regions directly.
+//! The engines are functions over one [`Qp`] and the device state they share
+//! (`DeviceInner`, [`crate::resources`]); nothing here imports
+//! [`crate::verbs`]. They never allocate per packet: frames are built in the
+//! caller's buffer, payload is gathered from and scattered to memory regions
+//! directly.
 
-pub mod av;
 pub mod psn;
+pub mod qp;
+/// GIDs, address vectors and UDP source ports (defined in [`crate::resources::av`]).
+pub use crate::resources::av;
 pub mod rc;
 pub mod uc;
 pub mod ud;
@@ -15,14 +20,15 @@ use std::sync::Arc;
 
 use crate::backend::TxFrame;
 use crate::icrc::IcrcForm;
+use crate::resources::config::AsyncEvent;
+use crate::resources::inner::DeviceInner;
+use crate::resources::mr::AccessError;
+use crate::resources::timers::TimerKind;
+use crate::resources::types::{AccessFlags, QpState, QpType, WcStatus};
+use crate::resources::wr::{NetworkHdrType, Sge, Wc, WcFlags, WcOpcode};
 use crate::time::Instant;
-use crate::verbs::device::{Ctx, TimerKind};
-use crate::verbs::mr::AccessError;
-use crate::verbs::qp::{Qp, SendWqe};
-use crate::verbs::types::{AccessFlags, QpState, QpType, WcStatus};
-use crate::verbs::wr::{NetworkHdrType, Sge, Wc, WcFlags, WcOpcode};
-use crate::verbs::AsyncEvent;
 use crate::wire::{ipv4, ipv6, udp, NetRepr, PacketRepr, UdpChecksum};
+use qp::{Qp, SendWqe};
 
 /// Build the next frame `qp` wants to send: responses first, then requests.
 /// (`inline(always)`: the device's fast path and its paced path both call
@@ -30,7 +36,7 @@ use crate::wire::{ipv4, ipv6, udp, NetRepr, PacketRepr, UdpChecksum};
 #[inline(always)]
 pub(crate) fn produce(
     qp: &mut Qp,
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     now: Instant,
     buf: &mut [u8],
 ) -> Option<usize> {
@@ -54,7 +60,7 @@ pub(crate) fn produce(
 
 /// In SQD: raise `SqDrained` once every WQE started before the move to SQD
 /// has completed (IBTA 1.7 §11.6.3, `IBV_EVENT_SQ_DRAINED`).
-pub(crate) fn check_drained(qp: &mut Qp, ctx: &mut Ctx<'_>) {
+pub(crate) fn check_drained(qp: &mut Qp, ctx: &mut DeviceInner) {
     if qp.sqd_event_pending && qp.state == QpState::Sqd && qp.sq.head() >= qp.drain_until {
         qp.sqd_event_pending = false;
         ctx.events.push_back(AsyncEvent::SqDrained { qpn: qp.qpn });
@@ -99,7 +105,7 @@ pub(crate) fn recv_wc(qpn: u32, wr_id: u64, status: WcStatus) -> Wc {
 
 /// Complete the head send WQE with `status` (always, signaled or not), then move
 /// the QP to ERR and flush the rest (CASES R18).
-pub(crate) fn fail_head(qp: &mut Qp, ctx: &mut Ctx<'_>, status: WcStatus) {
+pub(crate) fn fail_head(qp: &mut Qp, ctx: &mut DeviceInner, status: WcStatus) {
     if let Some(w) = qp.sq.get(qp.sq.head()) {
         let wc = send_wc(qp.qpn, w, status);
         ctx.complete(qp.send_cq, wc);
@@ -111,7 +117,7 @@ pub(crate) fn fail_head(qp: &mut Qp, ctx: &mut Ctx<'_>, status: WcStatus) {
 /// Move `qp` to ERR: every queued send and receive WQE completes with
 /// `WR_FLUSH_ERR` in posting order, timers stop, and a fatal event is raised.
 /// Queued ACK/NAK responses stay, so a NAK that caused the error still leaves.
-pub(crate) fn enter_error(qp: &mut Qp, ctx: &mut Ctx<'_>) {
+pub(crate) fn enter_error(qp: &mut Qp, ctx: &mut DeviceInner) {
     let first_time = qp.state != QpState::Err;
     qp.state = QpState::Err;
     qp.attr.qp_state = QpState::Err;
@@ -128,8 +134,8 @@ pub(crate) fn enter_error(qp: &mut Qp, ctx: &mut Ctx<'_>) {
     qp.req.wqe = qp.sq.head();
     qp.req.offset = 0;
     qp.sqd_event_pending = false;
-    ctx.set_timer(qp, TimerKind::Ack, None);
-    ctx.set_timer(qp, TimerKind::Rnr, None);
+    qp.set_timer(&mut ctx.timers, TimerKind::Ack, None);
+    qp.set_timer(&mut ctx.timers, TimerKind::Rnr, None);
     qp.resp.drop_read_streams();
     qp.resp.in_msg = None;
     if first_time {
@@ -157,7 +163,7 @@ pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
 /// Copy `out.len()` bytes of the message described by `sges` (or `inline`),
 /// starting `offset` bytes into it, from the memory regions into `out`.
 pub(crate) fn gather(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     pd: u32,
     sges: &[Sge],
     inline: Option<&[u8]>,
@@ -202,7 +208,7 @@ pub(crate) fn gather(
 /// Copy `data` into the buffer described by `sges`, starting `offset` bytes
 /// into it. Needs LOCAL_WRITE on each MR.
 pub(crate) fn scatter(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     pd: u32,
     sges: &[Sge],
     offset: u64,
@@ -241,26 +247,13 @@ pub fn ack_timeout(code: u8) -> Option<core::time::Duration> {
     (code != 0 && code <= 31).then(|| core::time::Duration::from_nanos(4096u64 << code))
 }
 
-/// Zero-copy transmit state of a device ([`crate::verbs::Device::poll_transmit_gather`]).
-#[derive(Debug, Default)]
-pub(crate) struct ZeroCopy {
-    /// Payloads of at least this many bytes are sent by reference when they
-    /// are one contiguous range of a shared MR; 0 = off (plain
-    /// `poll_transmit`).
-    pub min: usize,
-    /// The gather description of the frame just produced, if it was one.
-    pub frame: Option<TxFrame>,
-    /// Frames produced as [`TxFrame::Gather`] so far.
-    pub frames: u64,
-}
-
 /// The payload `[offset, offset + len)` of the message `sges` as one range of
 /// a shared MR (its memory and the byte offset in it), when zero-copy is on
 /// for payloads this long and the range lies inside one SGE of a shared MR
 /// the WQE may read. `None` means: copy as usual (every error is found and
 /// reported by the copying path).
 pub(crate) fn shared_sge_range(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     pd: u32,
     sges: &[Sge],
     offset: u32,

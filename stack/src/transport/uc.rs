@@ -4,14 +4,14 @@
 //! missing receive WQE, a bad R_Key or a bad length, and resynchronises on the
 //! next FIRST/ONLY packet.
 
+use crate::resources::inner::DeviceInner;
 use crate::time::Instant;
+use crate::transport::qp::Qp;
 use crate::transport::rc::responder;
-use crate::verbs::device::Ctx;
-use crate::verbs::qp::Qp;
 use crate::wire::RocePacket;
 
 /// Handle an inbound UC request. Never produces a response.
-pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) -> bool {
+pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut DeviceInner, pkt: &RocePacket<'_>) -> bool {
     responder::handle_request(qp, ctx, Instant::ZERO, pkt);
     false
 }

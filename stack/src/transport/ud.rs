@@ -15,12 +15,13 @@
 //! - The PMTU of a UD QP is the port's active MTU (it has no path MTU
 //!   attribute): 1024 on a 1500-byte Ethernet, 4096 on a 9000-byte one.
 
-use crate::transport::av::udp_sport;
+use crate::resources::av::udp_sport;
+use crate::resources::headers;
+use crate::resources::inner::DeviceInner;
+use crate::resources::types::WcStatus;
+use crate::resources::wr::{NetworkHdrType, SendFlags, WcFlags, WrOpcode};
+use crate::transport::qp::Qp;
 use crate::transport::{gather, recv_wc, scatter, send_wc};
-use crate::verbs::device::Ctx;
-use crate::verbs::qp::Qp;
-use crate::verbs::types::WcStatus;
-use crate::verbs::wr::{NetworkHdrType, SendFlags, WcFlags, WrOpcode};
 use crate::wire::ext::DethRepr;
 use crate::wire::{BthRepr, ExtHeaders, NetInfo, Opcode, PacketRepr, RocePacket};
 
@@ -28,7 +29,7 @@ use crate::wire::{BthRepr, ExtHeaders, NetInfo, Opcode, PacketRepr, RocePacket};
 pub const GRH_AREA_LEN: usize = 40;
 
 /// Build the next UD datagram of `qp` into `buf`.
-pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
+pub(crate) fn produce(qp: &mut Qp, ctx: &mut DeviceInner, buf: &mut [u8]) -> Option<usize> {
     loop {
         let head = qp.sq.head();
         let w = qp.sq.get(head)?;
@@ -63,7 +64,7 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
         let mut bth = BthRepr::new(op, ud.remote_qpn, qp.req.psn.value());
         bth.solicited = w.flags.contains(SendFlags::SOLICITED);
         let sport = udp_sport(&ud.av, qp.qpn, ud.remote_qpn);
-        let (eth, net, udp) = ctx.headers(qp, &ud.av, sport)?;
+        let (eth, net, udp) = headers::build(&ctx.cfg, &mut ctx.ident, &ud.av, sport)?;
         let repr = PacketRepr {
             eth,
             net,
@@ -95,7 +96,7 @@ pub(crate) fn produce(qp: &mut Qp, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<
 }
 
 /// Handle an inbound UD datagram. Never produces a response.
-pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut Ctx<'_>, pkt: &RocePacket<'_>) -> bool {
+pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut DeviceInner, pkt: &RocePacket<'_>) -> bool {
     let Some(deth) = pkt.ext().deth() else {
         return false;
     };

@@ -1,13 +1,12 @@
 //! The verbs API (IBTA 1.7 chapter 11; names mirror ibverbs): device, protection
 //! domains, memory regions, completion queues, queue pairs, work requests.
 
-pub mod cq;
 pub mod device;
-mod keymap;
-pub mod mr;
 pub mod qp;
-pub mod types;
-pub mod wr;
+
+// The objects below the transports, under their verbs paths
+// (`roce_stack::verbs::types::AccessFlags`, ...).
+pub use crate::resources::{cq, mr, types, wr};
 
 pub use cq::Cq;
 pub use device::{AsyncEvent, Device, DeviceConfig, FlowControlConfig, MrKeys};

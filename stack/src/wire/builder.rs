@@ -109,66 +109,6 @@ struct Layout {
     end: usize,
 }
 
-/// The Ethernet, IP and UDP header bytes of the last frame built through
-/// [`PacketRepr::emit_headers_cached`], and what they were built from.
-#[derive(Debug, Clone, Copy)]
-pub struct HeaderTemplate {
-    /// Up to 18 (Ethernet + 802.1Q) + 40 (IPv6) + 8 (UDP) bytes.
-    bytes: [u8; 66],
-    /// Bytes in use; 0 = empty.
-    len: usize,
-    /// Frame length (before the 60-byte minimum) they were built for.
-    end: usize,
-    key: TemplateKey,
-}
-
-impl Default for HeaderTemplate {
-    fn default() -> Self {
-        HeaderTemplate {
-            bytes: [0; 66],
-            len: 0,
-            end: 0,
-            key: TemplateKey::default(),
-        }
-    }
-}
-
-/// The reprs a template's bytes come from (the IPv4 identification aside).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct TemplateKey {
-    eth: EthRepr,
-    net: Option<NetRepr>,
-    udp: UdpRepr,
-}
-
-impl TemplateKey {
-    fn of(r: &PacketRepr) -> TemplateKey {
-        TemplateKey {
-            eth: r.eth,
-            net: Some(r.net),
-            udp: r.udp,
-        }
-    }
-
-    /// Whether `r` has the same Ethernet, network and UDP headers, but for
-    /// the IPv4 identification (field by field: this runs per packet).
-    fn matches(&self, r: &PacketRepr) -> bool {
-        let net = match (&self.net, &r.net) {
-            (Some(NetRepr::Ipv4(a)), NetRepr::Ipv4(b)) => {
-                a.src == b.src
-                    && a.dst == b.dst
-                    && a.dscp == b.dscp
-                    && a.ecn == b.ecn
-                    && a.ttl == b.ttl
-                    && a.dont_frag == b.dont_frag
-            }
-            (Some(a @ NetRepr::Ipv6(_)), b @ NetRepr::Ipv6(_)) => a == b,
-            _ => false,
-        };
-        net && self.eth == r.eth && self.udp == r.udp
-    }
-}
-
 impl PacketRepr {
     /// The repr that rebuilds `p` byte for byte (with its UDP checksum as a
     /// literal value), given its payload.
@@ -240,51 +180,6 @@ impl PacketRepr {
     pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<usize, Error> {
         let (lay, form) = self.check(buf.len(), payload_len)?;
         self.emit_l2_l4(buf, &lay, form)?;
-        self.emit_transport(buf, &lay, form, payload_len)
-    }
-
-    /// [`PacketRepr::emit_headers`] that copies the Ethernet, IP and UDP
-    /// headers from `tmpl` when it holds those of a frame of the same length
-    /// built from the same Ethernet, network (but for the IPv4
-    /// identification) and UDP reprs, and otherwise builds them and keeps
-    /// them in `tmpl`. On a hit only the IPv4 identification and header
-    /// checksum change, the checksum updated incrementally (RFC 1624 eqn. 3);
-    /// the bytes are those `emit_headers` writes. A sender keeps one
-    /// template per flow (an RC QP sends every packet to one address).
-    pub fn emit_headers_cached(
-        &self,
-        buf: &mut [u8],
-        payload_len: usize,
-        tmpl: &mut HeaderTemplate,
-    ) -> Result<usize, Error> {
-        let (lay, form) = self.check(buf.len(), payload_len)?;
-        let n = lay.l3
-            + form.net_len()
-            + if form == IcrcForm::Grh {
-                0
-            } else {
-                udp::HEADER_LEN
-            };
-        if form != IcrcForm::Grh && tmpl.len == n && tmpl.end == lay.end && tmpl.key.matches(self) {
-            let src = tmpl.bytes.get(..n).ok_or(Error::BufferTooSmall)?;
-            let dst = buf.get_mut(..n).ok_or(Error::BufferTooSmall)?;
-            dst.copy_from_slice(src);
-            if let (NetRepr::Ipv4(r), Some(ip)) =
-                (&self.net, dst.get_mut(lay.l3..lay.l3 + ipv4::HEADER_LEN))
-            {
-                patch_ipv4_ident(ip, r.ident);
-            }
-        } else {
-            self.emit_l2_l4(buf, &lay, form)?;
-            if let Some(b) = buf.get(..n) {
-                if n <= tmpl.bytes.len() {
-                    tmpl.bytes[..n].copy_from_slice(b);
-                    tmpl.len = n;
-                    tmpl.end = lay.end;
-                    tmpl.key = TemplateKey::of(self);
-                }
-            }
-        }
         self.emit_transport(buf, &lay, form, payload_len)
     }
 

@@ -54,7 +54,7 @@ mod view;
 pub mod xrceth;
 
 pub use bth::{BthRepr, Packet as BthPacket};
-pub use builder::{HeaderTemplate, NetRepr, PacketRepr};
+pub use builder::{NetRepr, PacketRepr};
 pub use ethernet::{EthRepr, EthernetFrame, L2Info, VlanTag};
 pub use ext::{AethSyndrome, ExtHeaders, ExtView, NakCode};
 pub use frame::{classify, Frame};

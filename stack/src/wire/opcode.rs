@@ -548,6 +548,9 @@ const fn build_table() -> [OpcodeInfo; 256] {
 /// The table, indexed by opcode byte.
 pub static OPCODE_INFO: [OpcodeInfo; 256] = build_table();
 
+/// The table as a constant, for lookups at compile time ([`Opcode::find`]).
+const TABLE: [OpcodeInfo; 256] = build_table();
+
 /// A BTH opcode. Every `u8` is a valid `Opcode`; whether the table describes it is
 /// [`OpcodeInfo::supported`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -580,6 +583,39 @@ impl Opcode {
     /// Every supported opcode, ascending.
     pub fn all_supported() -> impl Iterator<Item = Opcode> {
         (0..=255u8).map(Opcode).filter(|o| o.is_supported())
+    }
+
+    /// The opcode of operation `kind` on `transport` at `position` in its
+    /// message, whose extension headers include exactly `extra` of ImmDt
+    /// and IETH (ImmDt: "with immediate", IETH: "with invalidate"; empty:
+    /// the plain operation). E.g. (UC, WRITE, LAST, ImmDt) is
+    /// `UC_RDMA_WRITE_LAST_WITH_IMMEDIATE`. The lowest such opcode when
+    /// several match (COMPARE_SWAP and FETCH_ADD are both atomics: name
+    /// those by their constants); `None` when the table has none.
+    ///
+    /// A `const fn` scanning the table, for building lookup tables at
+    /// compile time rather than for per-packet use.
+    pub const fn find(
+        transport: Transport,
+        kind: OpKind,
+        position: Position,
+        extra: HdrMask,
+    ) -> Option<Opcode> {
+        let variants = HdrMask::EMPTY.with(H::ImmDt).with(H::Ieth).0;
+        let mut i = 0;
+        while i < TABLE.len() {
+            let e = &TABLE[i];
+            if e.supported
+                && e.transport as u8 == transport as u8
+                && e.kind as u8 == kind as u8
+                && e.position as u8 == position as u8
+                && (e.hdrs.0 & variants) == extra.0
+            {
+                return Some(Opcode(i as u8));
+            }
+            i += 1;
+        }
+        None
     }
 }
 
@@ -689,6 +725,46 @@ mod tests {
         assert_eq!(Opcode(0xB1).info().hdr_len, 4);
         assert_eq!(Opcode::CNP.info().hdr_len, 16);
         assert_eq!(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE.info().hdr_len, 12);
+    }
+
+    #[test]
+    fn find_by_transport_operation_position() {
+        let imm = HdrMask::EMPTY.with(ExtHeader::ImmDt);
+        let inv = HdrMask::EMPTY.with(ExtHeader::Ieth);
+        let e = HdrMask::EMPTY;
+        let find = Opcode::find;
+        assert_eq!(
+            find(Transport::Rc, OpKind::Send, Position::First, e),
+            Some(Opcode::RC_SEND_FIRST)
+        );
+        assert_eq!(
+            find(Transport::Rc, OpKind::Send, Position::Only, inv),
+            Some(Opcode::RC_SEND_ONLY_WITH_INVALIDATE)
+        );
+        assert_eq!(
+            find(Transport::Uc, OpKind::Write, Position::Last, imm).map(|o| o.0),
+            Some(0x29)
+        );
+        assert_eq!(find(Transport::Uc, OpKind::Send, Position::Last, inv), None);
+        assert_eq!(
+            find(Transport::Ud, OpKind::Send, Position::Only, imm),
+            Some(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE)
+        );
+        assert_eq!(
+            find(Transport::Rc, OpKind::ReadRequest, Position::Only, e),
+            Some(Opcode::RC_RDMA_READ_REQUEST)
+        );
+        // Every supported RC/UC SEND and WRITE opcode is found from its own
+        // table facts.
+        for o in Opcode::all_supported() {
+            let i = o.info();
+            if matches!(i.transport, Transport::Rc | Transport::Uc)
+                && matches!(i.kind, OpKind::Send | OpKind::Write)
+            {
+                let extra = HdrMask(i.hdrs.0 & (imm.0 | inv.0));
+                assert_eq!(find(i.transport, i.kind, i.position, extra), Some(o), "{o}");
+            }
+        }
     }
 
     #[test]

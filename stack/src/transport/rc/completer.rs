@@ -48,17 +48,38 @@
 //! - `rdma_sends` counts SEND WQEs as they complete successfully (rxe's
 //!   completer counts every SEND WQE it completes, errors included).
 
+use crate::resources::inner::DeviceInner;
+use crate::resources::timers::TimerKind;
+use crate::resources::types::{QpState, WcStatus};
+use crate::resources::wr::WrOpcode;
 use crate::time::Instant;
 use crate::transport::psn::Psn;
+use crate::transport::qp::Qp;
 use crate::transport::rc::requester::go_back;
 use crate::transport::{ack_timeout, fail_head, scatter, send_wc};
-use crate::verbs::device::{Ctx, TimerKind};
-use crate::verbs::qp::Qp;
-use crate::verbs::types::{QpState, WcStatus};
-use crate::verbs::wr::WrOpcode;
 use crate::wire::ext::{rnr_timer, AethSyndrome, NakCode};
 use crate::wire::opcode::{OpKind, Position};
 use crate::wire::RocePacket;
+
+/// Completer progress (rxe `qp->comp`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CompState {
+    /// Oldest PSN not yet acknowledged.
+    pub psn: Psn,
+    /// Retries left after timeouts and sequence NAKs.
+    pub retry_cnt: u8,
+    /// RNR retries left (7 = infinite).
+    pub rnr_retry: u8,
+    /// `psn` when the last go-back-N started: a sequence NAK or implied NAK
+    /// for the same oldest PSN starts no second go-back (the stale packets of
+    /// the first attempt would otherwise each start one); the ACK timer
+    /// still retries.
+    pub retry_from: Option<Psn>,
+    /// The AETH MSN of the last response that carried one, and that
+    /// response's PSN (`None` before the first).
+    pub msn: u32,
+    pub msn_psn: Option<Psn>,
+}
 
 /// Outcome of applying a cumulative acknowledgement.
 enum AckResult {
@@ -70,7 +91,7 @@ enum AckResult {
 
 /// Complete every WQE whose PSNs are all at or before `p`; `comp.psn` moves past
 /// what was acknowledged.
-fn ack_up_to(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn) -> AckResult {
+fn ack_up_to(qp: &mut Qp, ctx: &mut DeviceInner, p: Psn) -> AckResult {
     let mut result = AckResult::Done;
     loop {
         let head = qp.sq.head();
@@ -82,6 +103,9 @@ fn ack_up_to(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn) -> AckResult {
         if !w.started || p.before(w.first_psn) {
             break;
         }
+        //= IBTA 1.7 §9.7.5.1
+        //# an acknowledgement that covers an unanswered RDMA READ or ATOMIC
+        //# is an implied NAK: the requester retries the READ or ATOMIC.
         if w.opcode.is_rd_atomic() {
             result = AckResult::ImpliedNak;
             break;
@@ -113,7 +137,7 @@ fn ack_up_to(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn) -> AckResult {
 }
 
 /// After progress: reset the retry counters and re-arm or stop the ACK timer.
-fn progress(qp: &mut Qp, ctx: &mut Ctx<'_>, now: Instant) {
+fn progress(qp: &mut Qp, ctx: &mut DeviceInner, now: Instant) {
     qp.comp.retry_cnt = qp.attr.retry_cnt;
     qp.comp.rnr_retry = qp.attr.rnr_retry;
     rearm(qp, ctx, now);
@@ -122,13 +146,13 @@ fn progress(qp: &mut Qp, ctx: &mut Ctx<'_>, now: Instant) {
 /// Restart the ACK timer from `now` while PSNs are outstanding; stop it when
 /// none are (CASES R16: a timer is never left running over nothing) and
 /// during an RNR wait (CASES R15: only the RNR timer may trigger the resend).
-fn rearm(qp: &mut Qp, ctx: &mut Ctx<'_>, now: Instant) {
+fn rearm(qp: &mut Qp, ctx: &mut DeviceInner, now: Instant) {
     let outstanding = qp.req.psn != qp.comp.psn;
     let at = match ack_timeout(qp.attr.timeout) {
-        Some(t) if outstanding && qp.comp.rnr_deadline.is_none() => Some(now + t),
+        Some(t) if outstanding && !qp.timers.is_armed(TimerKind::Rnr) => Some(now + t),
         _ => None,
     };
-    ctx.set_timer(qp, TimerKind::Ack, at);
+    qp.set_timer(&mut ctx.timers, TimerKind::Ack, at);
 }
 
 /// A go-back-N triggered by a response (sequence NAK, implied NAK) rather
@@ -139,7 +163,7 @@ fn rearm(qp: &mut Qp, ctx: &mut Ctx<'_>, now: Instant) {
 /// `implied`: the trigger is an implied NAK (a response that skipped an
 /// unanswered READ/ATOMIC or a lost READ response); `implied_nak_seq_err`
 /// counts the retries it starts, not every stale response behind one.
-fn fast_retry(qp: &mut Qp, ctx: &mut Ctx<'_>, implied: bool) -> bool {
+fn fast_retry(qp: &mut Qp, ctx: &mut DeviceInner, implied: bool) -> bool {
     if qp.comp.retry_from == Some(qp.comp.psn) {
         ctx.counters.resp_duplicate += 1;
         return false;
@@ -151,7 +175,11 @@ fn fast_retry(qp: &mut Qp, ctx: &mut Ctx<'_>, implied: bool) -> bool {
 }
 
 /// Retry after a timeout, a sequence NAK or an implied NAK.
-fn retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
+fn retry(qp: &mut Qp, ctx: &mut DeviceInner) -> bool {
+    //= IBTA 1.7 §9.7.6.1.3
+    //# retry_cnt bounds the retries after timeouts and sequence NAKs;
+    //# exhausted, the WQE completes with a retry-exceeded error.
+    // 7 is a count here, not "infinite" (stack/COMPLIANCE.md).
     if qp.comp.retry_cnt == 0 {
         ctx.counters.retry_exceeded_err += 1;
         fail_head(qp, ctx, WcStatus::RetryExcErr);
@@ -161,7 +189,7 @@ fn retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
     qp.comp.retry_from = Some(qp.comp.psn);
     go_back(qp);
     // The requester re-arms the timer when it resends.
-    ctx.set_timer(qp, TimerKind::Ack, None);
+    qp.set_timer(&mut ctx.timers, TimerKind::Ack, None);
     true
 }
 
@@ -184,7 +212,7 @@ fn retry(qp: &mut Qp, ctx: &mut Ctx<'_>) -> bool {
 ///   Architecture*, ch. 17 "Initial State of MSN and SSN") and grows by one
 ///   per completed message, so it can never pass the SSN of the last message
 ///   sent.
-fn check_msn(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn, msn: u32) {
+fn check_msn(qp: &mut Qp, ctx: &mut DeviceInner, p: Psn, msn: u32) {
     let m = Psn::new(msn);
     let later = qp.comp.msn_psn.map_or(true, |lp| p.at_or_after(lp));
     if later && m.before(Psn::new(qp.comp.msn)) {
@@ -200,7 +228,7 @@ fn check_msn(qp: &mut Qp, ctx: &mut Ctx<'_>, p: Psn, msn: u32) {
 /// Returns whether the QP has something new to send.
 pub(crate) fn handle_response(
     qp: &mut Qp,
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     now: Instant,
     pkt: &RocePacket<'_>,
 ) -> bool {
@@ -209,6 +237,9 @@ pub(crate) fn handle_response(
         return false;
     }
     let p = Psn::new(pkt.bth().psn);
+    //= IBTA 1.7 §9.7.5.1
+    //# a response is valid only for a PSN outstanding at the requester:
+    //# sent and not yet acknowledged.
     // A response must be for a PSN we sent ...
     if p.at_or_after(qp.req.psn) {
         ctx.counters.resp_unexpected += 1;
@@ -237,16 +268,19 @@ pub(crate) fn handle_response(
                 return false;
             };
             match aeth.kind() {
+                //= IBTA 1.7 §9.7.5.1
+                //# ACKs are cumulative: an ACK for PSN P acknowledges every
+                //# request up to and including P.
                 AethSyndrome::Ack { .. } => {
                     let before = qp.comp.psn;
                     match ack_up_to(qp, ctx, p) {
                         AckResult::Done => {
                             if qp.comp.psn != before {
-                                if qp.comp.rnr_deadline.is_some() {
+                                if qp.timers.is_armed(TimerKind::Rnr) {
                                     // The NAKed PSN was accepted after all (a
                                     // duplicate copy got through): the wait is
                                     // moot; resend what follows it now.
-                                    ctx.set_timer(qp, TimerKind::Rnr, None);
+                                    qp.set_timer(&mut ctx.timers, TimerKind::Rnr, None);
                                     go_back(qp);
                                 }
                                 progress(qp, ctx, now);
@@ -256,9 +290,12 @@ pub(crate) fn handle_response(
                         AckResult::ImpliedNak => fast_retry(qp, ctx, true),
                     }
                 }
+                //= IBTA 1.7 §9.7.5.2.8
+                //# RNR NAK: wait the coded time, then resend from the NAKed
+                //# PSN; rnr_retry 7 retries without limit.
                 AethSyndrome::RnrNak { timer } => {
                     ctx.counters.rcvd_rnr_err += 1;
-                    if qp.comp.rnr_deadline.is_some() {
+                    if qp.timers.is_armed(TimerKind::Rnr) {
                         // Already waiting (a duplicated NAK): one wait per RNR.
                         ctx.counters.resp_duplicate += 1;
                         return false;
@@ -280,15 +317,22 @@ pub(crate) fn handle_response(
                     }
                     // Wait the coded time; the ACK timer stays off meanwhile and
                     // the go-back happens when the RNR timer fires.
-                    ctx.set_timer(qp, TimerKind::Ack, None);
-                    ctx.set_timer(qp, TimerKind::Rnr, Some(now + rnr_timer(timer)));
+                    qp.set_timer(&mut ctx.timers, TimerKind::Ack, None);
+                    qp.set_timer(
+                        &mut ctx.timers,
+                        TimerKind::Rnr,
+                        Some(now + rnr_timer(timer)),
+                    );
                     true
                 }
+                //= IBTA 1.7 §9.7.5.2.2
+                //# sequence error NAK: the responder expects the NAK's PSN;
+                //# resend from it (go back N).
                 AethSyndrome::Nak(NakCode::PsnSeqErr) => {
                     ctx.counters.packet_seq_err += 1;
                     let before = qp.comp.psn;
                     let implied = ack_up_to(qp, ctx, p.sub(1));
-                    if qp.comp.rnr_deadline.is_some() {
+                    if qp.timers.is_armed(TimerKind::Rnr) {
                         // The RNR wait already goes back to the oldest
                         // unacknowledged PSN when it ends; resending now would
                         // cut the wait short (CASES R15 a).
@@ -310,6 +354,10 @@ pub(crate) fn handle_response(
                         // and must be resolved first (rxe retries it too).
                         return fast_retry(qp, ctx, true);
                     }
+                    //= IBTA 1.7 §9.7.5.2.2
+                    //# NAK codes invalid request, remote access error and
+                    //# remote operational error are fatal: the WQE completes
+                    //# in error and the QP enters the error state.
                     // rxe's mapping (ROCEV2-DIGEST §5): 0x61 → REM_INV_REQ_ERR,
                     // 0x62 → REM_ACCESS_ERR, 0x63 and anything else → REM_OP_ERR.
                     let status = match code {
@@ -395,7 +443,7 @@ pub(crate) fn handle_response(
 
 fn read_response(
     qp: &mut Qp,
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     now: Instant,
     pkt: &RocePacket<'_>,
     p: Psn,
@@ -432,9 +480,10 @@ fn read_response(
         Position::Only | Position::Last => at_last,
         Position::First | Position::Middle => !at_last,
     };
-    // FIRST/MIDDLE carry exactly PMTU bytes, and payload + pad is a whole
-    // number of 4-byte words (BTH PadCnt, IBTA 1.7 §9.2), so FIRST/MIDDLE
-    // have PadCnt 0.
+    //= IBTA 1.7 §9.2
+    //# PadCnt: the pad bytes that make the payload a whole number of 4-byte
+    //# words; FIRST and MIDDLE packets carry exactly PMTU bytes.
+    // So FIRST/MIDDLE have PadCnt 0.
     let words = (pkt.payload().len() + usize::from(pkt.pad())) % 4 == 0;
     if !pos_ok || pkt.payload().len() != expect as usize || !words {
         ctx.counters.resp_unexpected += 1;
@@ -462,13 +511,13 @@ fn read_response(
 
 /// Timer `kind` of `qp` has expired at `now` (the device has already removed
 /// it). Returns whether the QP should be polled for transmission.
-pub(crate) fn on_timer(qp: &mut Qp, ctx: &mut Ctx<'_>, kind: TimerKind) -> bool {
+pub(crate) fn on_timer(qp: &mut Qp, ctx: &mut DeviceInner, kind: TimerKind) -> bool {
     if qp.state == QpState::Err {
         return false;
     }
     match kind {
         TimerKind::Ack => {
-            if qp.comp.rnr_deadline.is_some() || qp.req.psn == qp.comp.psn {
+            if qp.timers.is_armed(TimerKind::Rnr) || qp.req.psn == qp.comp.psn {
                 return false;
             }
             ctx.counters.local_ack_timeout_err += 1;
@@ -479,7 +528,7 @@ pub(crate) fn on_timer(qp: &mut Qp, ctx: &mut Ctx<'_>, kind: TimerKind) -> bool 
             go_back(qp);
             true
         }
-        // The reaction point's timer is the device's (`Device::rp_timer`).
-        TimerKind::Dcqcn => false,
+        // The reaction point's and the pacer's timers are the device's.
+        TimerKind::Rp | TimerKind::Pacer => false,
     }
 }

@@ -26,19 +26,35 @@
 //! - In SQD the requester finishes the WQEs started before the move (the
 //!   message in progress and any retransmission) and starts nothing new.
 
-use crate::icrc::{self, IcrcForm};
+use crate::resources::headers::Dir;
+use crate::resources::inner::DeviceInner;
+use crate::resources::timers::TimerKind;
+use crate::resources::types::{QpState, QpType, WcStatus};
+use crate::resources::wr::{SendFlags, WrOpcode};
 use crate::time::Instant;
 use crate::transport::psn::{Psn, PSN_MASK};
+use crate::transport::qp::{Qp, SendWqe};
 use crate::transport::{ack_timeout, fail_head, gather, send_wc};
-use crate::verbs::device::{Ctx, TimerKind};
-use crate::verbs::qp::{Qp, RequestHeader, SendWqe};
-use crate::verbs::types::{QpState, QpType, WcStatus};
-use crate::verbs::wr::{SendFlags, WrOpcode};
 use crate::wire::ext::{AtomicEthRepr, RethRepr};
-use crate::wire::{
-    bth, ethernet, ipv4, patch_ipv4_ident, reth, udp, BthRepr, ExtHeader, ExtHeaders, HdrMask,
-    NetRepr, Opcode, PacketRepr, UdpChecksum, ETH_MIN_FRAME_LEN,
-};
+use crate::wire::opcode::{OpKind, Position};
+use crate::wire::{BthRepr, ExtHeader, ExtHeaders, HdrMask, Opcode, Transport};
+
+/// Requester progress (rxe `qp->req`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ReqState {
+    /// Next PSN to send.
+    pub psn: Psn,
+    /// Absolute index of the WQE being sent.
+    pub wqe: u64,
+    /// Bytes of that WQE already sent.
+    pub offset: u32,
+    /// Packets sent since the last AckReq.
+    pub noack_pkts: u32,
+    /// Messages (WQEs) started so far, modulo 2^24: the send sequence
+    /// number of the last WQE whose first packet left (the first WQE has
+    /// SSN 1; the responder's MSN, which starts at 0, can never be larger).
+    pub ssn: u32,
+}
 
 /// READ/ATOMIC WQEs sent and not yet completed.
 fn rd_atomic_inflight(qp: &Qp) -> u32 {
@@ -56,14 +72,86 @@ fn npkts(len: u32, pmtu: u32) -> u32 {
     ((u64::from(len) + u64::from(pmtu) - 1) >> shift).max(1) as u32
 }
 
+/// The operations segmented into packets, as the opcode table tells them
+/// apart: the operation family and the extension header that marks the
+/// variant on the last packet (ImmDt: with immediate; IETH: with
+/// invalidate). Index into [`SEGMENT_OPCODES`].
+const SEGMENTED: [(OpKind, HdrMask); 5] = [
+    (OpKind::Send, HdrMask::EMPTY),
+    (OpKind::Send, HdrMask::EMPTY.with(ExtHeader::ImmDt)),
+    (OpKind::Send, HdrMask::EMPTY.with(ExtHeader::Ieth)),
+    (OpKind::Write, HdrMask::EMPTY),
+    (OpKind::Write, HdrMask::EMPTY.with(ExtHeader::ImmDt)),
+];
+
+/// Positions in a message, in [`position_index`] order.
+const POSITIONS: [Position; 4] = [
+    Position::First,
+    Position::Middle,
+    Position::Last,
+    Position::Only,
+];
+
+/// The opcode of each (transport, operation, position) of a SEND or RDMA
+/// WRITE, from the opcode table at compile time (rxe `next_opcode_rc` /
+/// `next_opcode_uc`): `[RC, UC][SEGMENTED index][position_index]`. The
+/// variant header is on the last packet only (IBTA 1.7 §9.2.1, Table 36:
+/// FIRST and MIDDLE are the plain operation's). `None`: no such opcode (UC
+/// has no SEND with invalidate; `post_send` refuses it).
+const SEGMENT_OPCODES: [[[Option<Opcode>; 4]; 5]; 2] = {
+    let transports = [Transport::Rc, Transport::Uc];
+    let mut t = [[[None; 4]; 5]; 2];
+    let mut ti = 0;
+    while ti < 2 {
+        let mut oi = 0;
+        while oi < SEGMENTED.len() {
+            let (kind, extra) = SEGMENTED[oi];
+            let mut pi = 0;
+            while pi < POSITIONS.len() {
+                let pos = POSITIONS[pi];
+                let ends = matches!(pos, Position::Last | Position::Only);
+                let extra = if ends { extra } else { HdrMask::EMPTY };
+                t[ti][oi][pi] = Opcode::find(transports[ti], kind, pos, extra);
+                pi += 1;
+            }
+            oi += 1;
+        }
+        ti += 1;
+    }
+    t
+};
+
+/// Index of a packet's position in [`POSITIONS`].
+#[inline]
+fn position_index(first: bool, last: bool) -> usize {
+    match (first, last) {
+        (true, false) => 0,
+        (false, false) => 1,
+        (false, true) => 2,
+        (true, true) => 3,
+    }
+}
+
+/// Index of a SEND/WRITE work request opcode in [`SEGMENTED`].
+#[inline]
+fn segmented_index(op: WrOpcode) -> usize {
+    match op {
+        WrOpcode::SendWithImm => 1,
+        WrOpcode::SendWithInv => 2,
+        WrOpcode::RdmaWrite => 3,
+        WrOpcode::RdmaWriteWithImm => 4,
+        _ => 0,
+    }
+}
+
 /// Build the next request packet of `qp` into `buf`.
 pub(crate) fn produce(
     qp: &mut Qp,
-    ctx: &mut Ctx<'_>,
+    ctx: &mut DeviceInner,
     now: Instant,
     buf: &mut [u8],
 ) -> Option<usize> {
-    if qp.comp.rnr_deadline.is_some() {
+    if qp.timers.is_armed(TimerKind::Rnr) {
         return None;
     }
     let rc = qp.qp_type == QpType::Rc;
@@ -92,9 +180,13 @@ pub(crate) fn produce(
     // outstanding WQEs); plain SEND/WRITE skip it.
     if offset == 0 && rc && (flags.contains(SendFlags::FENCE) || opcode.is_rd_atomic()) {
         let inflight = rd_atomic_inflight(qp);
+        // A fenced WQE waits for every READ/ATOMIC before it (rxe
+        // `check_fence`).
         if flags.contains(SendFlags::FENCE) && inflight > 0 {
             return None;
         }
+        // At most `max_rd_atomic` READ/ATOMICs outstanding as initiator
+        // (rxe `rxe_wqe_is_fenced` / `qp->req.rd_atomic`).
         if opcode.is_rd_atomic() && inflight >= qp.attr.max_rd_atomic.max(1) as u32 {
             return None;
         }
@@ -135,25 +227,9 @@ pub(crate) fn produce(
             let write = matches!(opcode, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm);
             let imm = matches!(opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm);
             let inv = opcode == WrOpcode::SendWithInv;
-            let base: u8 = match (write, first, last) {
-                (false, true, true) => 0x04,
-                (false, true, false) => 0x00,
-                (false, false, false) => 0x01,
-                (false, false, true) => 0x02,
-                (true, true, true) => 0x0A,
-                (true, true, false) => 0x06,
-                (true, false, false) => 0x07,
-                (true, false, true) => 0x08,
-            };
-            let code = match (base, imm && last, inv && last) {
-                (0x04, true, _) => 0x05,
-                (0x02, true, _) => 0x03,
-                (0x0A, true, _) => 0x0B,
-                (0x08, true, _) => 0x09,
-                (0x04, _, true) => 0x17,
-                (0x02, _, true) => 0x16,
-                (b, _, _) => b,
-            };
+            //= IBTA 1.7 §9.2
+            //# RETH: in the first packet of an RDMA WRITE (FIRST or ONLY)
+            //# and in every RDMA READ request; it carries the whole length.
             if write && first {
                 ext.reth = Some(RethRepr {
                     va: wqe.remote_addr,
@@ -161,16 +237,21 @@ pub(crate) fn produce(
                     dma_len: total,
                 });
             }
+            // ImmDt and IETH travel in the last packet only (CASES R19, R20).
             if imm && last {
                 ext.immdt = Some(wqe.imm);
             }
             if inv && last {
                 ext.ieth = Some(wqe.inv_rkey);
             }
-            let transport_base = if rc { 0x00 } else { 0x20 };
-            (Opcode(transport_base | code), len, last, 1)
+            let op = SEGMENT_OPCODES[usize::from(!rc)][segmented_index(opcode)]
+                [position_index(first, last)]?;
+            (op, len, last, 1)
         }
     };
+    //= IBTA 1.7 §9.2.3
+    //# AckReq: set by the requester to ask for an acknowledgement of this
+    //# packet; when to set it is the requester's choice.
     let ack_req = rc
         && ((last
             && (flags.contains(SendFlags::SIGNALED)
@@ -182,16 +263,18 @@ pub(crate) fn produce(
     // A zero-copy candidate (`Device::poll_transmit_gather`) takes the full
     // builder, which it needs for the split frame.
     let zc_off = ctx.zc.min == 0 || (len as usize) < ctx.zc.min;
-    let pkt = ReqPacket {
-        op,
-        len,
-        solicited,
-        ack_req,
-        psn,
-        ext: &ext,
-    };
     let fast = if zc_off {
-        fast_headers(qp, ctx, &pkt, sport, buf)
+        qp.hdrs.emit_request_fast(
+            &mut ctx.ident,
+            sport,
+            op,
+            len,
+            solicited,
+            ack_req,
+            psn.value(),
+            ext.reth.as_ref(),
+            buf,
+        )
     } else {
         None
     };
@@ -205,25 +288,32 @@ pub(crate) fn produce(
             local_prot_err(qp, ctx, idx, rc);
             return None;
         }
-        let frame_len = fast_finalize(qp, off, len as usize, buf)?;
+        let frame_len = qp.hdrs.finalize_fast(off, len as usize, buf)?;
         #[cfg(debug_assertions)]
-        check_fast_frame(qp, &pkt, buf, off, frame_len);
+        {
+            let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
+            bth.ack_req = ack_req;
+            bth.solicited = solicited;
+            qp.hdrs
+                .check_fast_frame(bth, ext, buf, off, len as usize, frame_len);
+        }
         (frame_len, None)
     } else {
         let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
         bth.ack_req = ack_req;
         bth.solicited = solicited;
-        let (eth, net, udp) = ctx.headers_cached(qp, sport)?;
-        let repr = PacketRepr {
-            eth,
-            net,
-            udp,
+        let av = qp.attr.ah_attr;
+        let (off, repr) = qp.hdrs.emit(
+            Dir::Req,
+            &ctx.cfg,
+            &mut ctx.ident,
+            &av,
+            sport,
             bth,
             ext,
-        };
-        let off = repr
-            .emit_headers_cached(buf, len as usize, &mut qp.req_tmpl)
-            .ok()?;
+            len as usize,
+            buf,
+        )?;
         let inline = flags.contains(SendFlags::INLINE);
         // Zero-copy (`Device::poll_transmit_gather`): a payload that is one
         // range of a shared MR is sent by reference, not copied.
@@ -250,9 +340,7 @@ pub(crate) fn produce(
         let frame_len = if zc.is_some() {
             repr.frame_len(len as usize)
         } else {
-            let n = repr.finalize(buf, len as usize).ok()?;
-            keep_request_header(qp, &repr, len, buf, off);
-            n
+            repr.finalize(buf, len as usize).ok()?
         };
         (frame_len, zc)
     };
@@ -282,9 +370,12 @@ pub(crate) fn produce(
         qp.req.offset += len;
     }
     if rc {
-        if qp.comp.ack_deadline.is_none() {
+        //= IBTA 1.7 §9.7.6.1.3
+        //# Local ACK timeout: a timer runs while requests are
+        //# unacknowledged, 4.096 µs × 2^timeout.
+        if !qp.timers.is_armed(TimerKind::Ack) {
             if let Some(t) = ack_timeout(qp.attr.timeout) {
-                ctx.set_timer(qp, TimerKind::Ack, Some(now + t));
+                qp.set_timer(&mut ctx.timers, TimerKind::Ack, Some(now + t));
             }
         }
     } else if last {
@@ -316,162 +407,13 @@ fn inline_of(flags: SendFlags, wqe: &SendWqe) -> Option<&[u8]> {
 /// A bad lkey, range or rights in the gather list (rxe `LOC_PROT_ERR`):
 /// nothing of the packet leaves; the WQE completes with that status once
 /// every WQE before it is acknowledged.
-fn local_prot_err(qp: &mut Qp, ctx: &mut Ctx<'_>, idx: u64, rc: bool) {
+fn local_prot_err(qp: &mut Qp, ctx: &mut DeviceInner, idx: u64, rc: bool) {
     if let Some(w) = qp.sq.get_mut(idx) {
         w.local_err = Some(WcStatus::LocProtErr);
     }
     if idx == qp.sq.head() && (!rc || qp.req.psn == qp.comp.psn) {
         fail_head(qp, ctx, WcStatus::LocProtErr);
     }
-}
-
-/// The fields of one request packet that vary from packet to packet: what
-/// the fast path patches into a kept header, and what the debug check
-/// rebuilds it from.
-struct ReqPacket<'e> {
-    op: Opcode,
-    len: u32,
-    solicited: bool,
-    ack_req: bool,
-    psn: Psn,
-    ext: &'e ExtHeaders,
-}
-
-/// Largest header [`RequestHeader`] holds: Ethernet + 802.1Q, IPv4, UDP,
-/// BTH, RETH.
-const FAST_HDR_MAX: usize = ethernet::VLAN_HEADER_LEN
-    + ipv4::HEADER_LEN
-    + udp::HEADER_LEN
-    + bth::HEADER_LEN
-    + reth::HEADER_LEN;
-
-/// Keep the header the full builder just wrote into `buf[..off]` as the
-/// QP's [`RequestHeader`], when the packet has the shape the fast path
-/// handles: RoCEv2 over IPv4, a zero UDP checksum, at most a RETH.
-fn keep_request_header(qp: &mut Qp, repr: &PacketRepr, len: u32, buf: &[u8], off: usize) {
-    let ipv4 = matches!(repr.net, NetRepr::Ipv4(_));
-    let zero_csum = matches!(repr.udp.checksum, UdpChecksum::Default | UdpChecksum::Zero);
-    let ext = repr.ext.mask();
-    let only_reth = ext.0 & !HdrMask::EMPTY.with(ExtHeader::Reth).0 == 0;
-    let l3 = repr.eth.header_len();
-    let (Some(cache), Some(hdr)) = (qp.hdr_cache.as_mut(), buf.get(..off)) else {
-        return;
-    };
-    if !(ipv4 && zero_csum && only_reth && off <= FAST_HDR_MAX) {
-        return;
-    }
-    let mut bytes = [0u8; FAST_HDR_MAX];
-    bytes[..off].copy_from_slice(hdr);
-    cache.req = Some(RequestHeader {
-        opcode: repr.bth.opcode.0,
-        len,
-        solicited: repr.bth.solicited,
-        l3: l3 as u8,
-        hdr_len: off as u8,
-        bytes,
-    });
-}
-
-/// The fast path: when the QP's [`RequestHeader`] has this packet's shape,
-/// write its header into `buf` by copying that one and patching the IPv4
-/// identification (the device's next, as `Ctx::headers_cached` takes it) and
-/// header checksum (RFC 1624 eqn. 3), AckReq, the PSN and the RETH. Returns
-/// where the payload goes; `None` to take the full builder.
-fn fast_headers(
-    qp: &mut Qp,
-    ctx: &mut Ctx<'_>,
-    pkt: &ReqPacket<'_>,
-    sport: u16,
-    buf: &mut [u8],
-) -> Option<usize> {
-    let &ReqPacket {
-        op,
-        len,
-        solicited,
-        ack_req,
-        psn,
-        ext,
-    } = pkt;
-    let cache = qp.hdr_cache.as_ref()?;
-    let h = cache.req.as_ref()?;
-    if cache.sport != sport || h.opcode != op.0 || h.len != len || h.solicited != solicited {
-        return None;
-    }
-    let n = h.hdr_len as usize;
-    let ip = h.l3 as usize;
-    let bth_at = ip + ipv4::HEADER_LEN + udp::HEADER_LEN;
-    let reth_len = if ext.reth.is_some() {
-        reth::HEADER_LEN
-    } else {
-        0
-    };
-    if n != bth_at + bth::HEADER_LEN + reth_len {
-        return None;
-    }
-    let out = buf.get_mut(..n)?;
-    out.copy_from_slice(h.bytes.get(..n)?);
-    *ctx.ip_ident = ctx.ip_ident.wrapping_add(1);
-    patch_ipv4_ident(out.get_mut(ip..ip + ipv4::HEADER_LEN)?, *ctx.ip_ident);
-    let (b, rest) = out.get_mut(bth_at..)?.split_at_mut(bth::HEADER_LEN);
-    let mut b = bth::Packet::new_unchecked(b);
-    b.set_ack_req(ack_req);
-    b.set_psn(psn.value());
-    if let Some(r) = &ext.reth {
-        r.emit(&mut reth::Packet::new_checked(rest).ok()?);
-    }
-    Some(n)
-}
-
-/// After the fast path's payload: pad bytes, ICRC and zeros up to the
-/// Ethernet minimum (what `PacketRepr::finalize` writes when the UDP
-/// checksum is zero). Returns the frame length.
-fn fast_finalize(qp: &Qp, off: usize, len: usize, buf: &mut [u8]) -> Option<usize> {
-    let l3 = qp.hdr_cache.as_ref()?.req.as_ref()?.l3 as usize;
-    let pad = len.wrapping_neg() & 3;
-    let icrc = off + len + pad;
-    let end = icrc + 4;
-    let frame_len = end.max(ETH_MIN_FRAME_LEN);
-    let buf = buf.get_mut(..frame_len)?;
-    buf.get_mut(off + len..icrc)?.fill(0);
-    let crc = icrc::compute(IcrcForm::Ipv4, buf.get(l3..icrc)?).ok()?;
-    buf.get_mut(icrc..end)?.copy_from_slice(&crc.to_le_bytes());
-    buf.get_mut(end..)?.fill(0);
-    Some(frame_len)
-}
-
-/// Debug builds: the fast path's frame equals what the full builder
-/// (`PacketRepr::emit`, checked against the reference vectors) writes for
-/// the same packet.
-#[cfg(debug_assertions)]
-fn check_fast_frame(qp: &Qp, pkt: &ReqPacket<'_>, buf: &[u8], off: usize, frame_len: usize) {
-    let len = pkt.len as usize;
-    let Some(c) = qp.hdr_cache.as_ref() else {
-        panic!("fast path without a header cache");
-    };
-    let l3 = c.req.map_or(14, |h| h.l3 as usize);
-    let mut net = c.net;
-    if let NetRepr::Ipv4(r) = &mut net {
-        r.ident = ipv4::Packet::new_unchecked(&buf[l3..]).ident();
-    }
-    let mut bth = BthRepr::new(pkt.op, qp.attr.dest_qp_num, pkt.psn.value());
-    bth.ack_req = pkt.ack_req;
-    bth.solicited = pkt.solicited;
-    let repr = PacketRepr {
-        eth: c.eth,
-        net,
-        udp: c.udp,
-        bth,
-        ext: *pkt.ext,
-    };
-    let payload = &buf[off..off + len];
-    // On the stack: steady traffic allocates nothing (tests/no_alloc.rs).
-    let mut want = [0u8; 10 * 1024];
-    if repr.frame_len(len) > want.len() {
-        return;
-    }
-    let n = repr.emit(&mut want, payload).expect("full builder");
-    assert_eq!(n, frame_len, "fast path frame length");
-    assert_eq!(&buf[..frame_len], &want[..n], "fast path frame bytes");
 }
 
 /// Go back N (IBTA 1.7 §9.7.4.1.3): resend from the oldest unacknowledged PSN,

@@ -3,8 +3,8 @@
 
 use bitflags::bitflags;
 
+use super::av::AddressVector;
 use super::types::WcStatus;
-use crate::transport::av::AddressVector;
 
 /// Largest scatter/gather list a work request may carry (`max_send_sge`,
 /// `max_recv_sge`).

@@ -17,7 +17,7 @@
 //! libibverbs registers an application's own buffer this way): the stack
 //! reads and writes it in place, with the same bounds and access checks.
 
-use super::keymap::KeyMap;
+use crate::resources::keymap::KeyMap;
 use std::ops::Range;
 use std::sync::Arc;
 
