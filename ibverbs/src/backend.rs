@@ -13,7 +13,7 @@ use roce_io::adapt::NeighIo;
 use roce_io::tap::TapIo;
 use roce_io::udp::{UdpConfig, UdpIo};
 use roce_io::{mac_for_ip, AnyIo, BackendOptions, FrameIo};
-use roce_stack::neigh::{NeighConfig, Neighbors, Resolution};
+use roce_stack::neigh::{Neighbors, Resolution};
 use roce_stack::time::Instant;
 
 use crate::config::{BackendKind, Config};
@@ -44,21 +44,6 @@ impl std::fmt::Debug for Backend {
             .field("fd", &self.fd)
             .finish_non_exhaustive()
     }
-}
-
-fn neighbors(ip: IpAddr, mac: [u8; 6], max_frame_len: usize) -> Neighbors {
-    let mut cfg = NeighConfig {
-        mac,
-        max_frame_len,
-        ..NeighConfig::default()
-    };
-    match ip {
-        IpAddr::V4(a) => cfg.ipv4.push(a),
-        IpAddr::V6(a) => cfg.ipv6.push(a),
-    }
-    let mut n = Neighbors::new(cfg);
-    n.announce();
-    n
 }
 
 impl Backend {
@@ -94,9 +79,8 @@ impl Backend {
                     .map_err(|e| format!("tap backend: {e} (needs root / CAP_NET_ADMIN)"))?;
                 let mac = mac_for_ip(ip);
                 let fd = io.wait_fd().map(|f| f.as_raw_fd());
-                let n = neighbors(ip, mac, io.max_frame_len());
                 Ok(Backend {
-                    io: Io::Tap(NeighIo::new(io, n)),
+                    io: Io::Tap(NeighIo::for_address(io, ip, mac)),
                     ip,
                     mac,
                     fd,
@@ -110,10 +94,9 @@ impl Backend {
                     ..BackendOptions::default()
                 };
                 let opened = roce_io::open_dpdk(&o).map_err(|e| format!("dpdk backend: {e}"))?;
-                let n = neighbors(ip, opened.mac, opened.io.max_frame_len());
                 let fd = opened.io.wait_fd().map(|f| f.as_raw_fd());
                 Ok(Backend {
-                    io: Io::Dpdk(NeighIo::new(opened.io, n)),
+                    io: Io::Dpdk(NeighIo::for_address(opened.io, ip, opened.mac)),
                     ip,
                     mac: opened.mac,
                     fd,

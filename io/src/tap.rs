@@ -477,19 +477,8 @@ pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
         .max(current_mtu(name).unwrap_or(0));
     let io = TapIo::open(name, mtu).map_err(|e| BackendError::with("tap", e))?;
     let mac = o.mac.unwrap_or_else(|| mac_for_ip(ip));
-    let mut cfg = NeighConfig {
-        mac,
-        max_frame_len: io.max_frame_len(),
-        ..NeighConfig::default()
-    };
-    match ip {
-        IpAddr::V4(a) => cfg.ipv4.push(a),
-        IpAddr::V6(a) => cfg.ipv6.push(a),
-    }
-    let mut neigh = Neighbors::new(cfg);
-    neigh.announce();
     Ok(Opened {
-        io: AnyIo::new(NeighIo::new(io, neigh)),
+        io: AnyIo::new(NeighIo::for_address(io, ip, mac)),
         ip,
         mac,
         udp: None,

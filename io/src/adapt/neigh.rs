@@ -1,10 +1,11 @@
 //! [`NeighIo`]: the neighbour handling of an Ethernet port in front of any
 //! backend.
 
+use std::net::IpAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use roce_stack::backend::{FrameIo, TxFrame};
-use roce_stack::neigh::Neighbors;
+use roce_stack::neigh::{NeighConfig, Neighbors};
 use roce_stack::time::Instant;
 
 /// Nanoseconds since `epoch` as a stack [`Instant`].
@@ -38,6 +39,26 @@ impl<B: FrameIo> NeighIo<B> {
             neigh,
             epoch: std::time::Instant::now(),
         }
+    }
+
+    /// Neighbours for one address of the device, `ip` at `mac`, in front of
+    /// `inner` (frames up to its [`FrameIo::max_frame_len`]), announced: a
+    /// gratuitous ARP (IPv4) or an unsolicited neighbour advertisement
+    /// (IPv6) goes out with the first transmit burst
+    /// ([`Neighbors::announce`]).
+    pub fn for_address(inner: B, ip: IpAddr, mac: [u8; 6]) -> NeighIo<B> {
+        let mut cfg = NeighConfig {
+            mac,
+            max_frame_len: inner.max_frame_len(),
+            ..NeighConfig::default()
+        };
+        match ip {
+            IpAddr::V4(a) => cfg.ipv4.push(a),
+            IpAddr::V6(a) => cfg.ipv6.push(a),
+        }
+        let mut neigh = Neighbors::new(cfg);
+        neigh.announce();
+        NeighIo::new(inner, neigh)
     }
 
     /// The neighbours (cache, counters).
@@ -135,7 +156,6 @@ impl<B: AsFd> AsFd for NeighIo<B> {
 mod tests {
     use std::net::Ipv4Addr;
 
-    use roce_stack::neigh::NeighConfig;
     use roce_stack::testing::test_device;
 
     use super::*;
