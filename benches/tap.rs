@@ -46,7 +46,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant as WallClock};
 
-use roce::backend::tap::{TapHost, TapIo};
+use roce_io::tap::{TapHost, TapIo};
 use roce_stack::backend::FrameIo;
 use roce_stack::neigh::Resolution;
 use roce_stack::transport::av::{AddressVector, Gid};
@@ -162,7 +162,11 @@ fn connect(h: &mut [TapHost; 2], ring: usize) -> (u32, u32, u32, u32, u32) {
     h[0].start_resolve(ip[1]);
     let start = WallClock::now();
     while !matches!(h[0].resolution(ip[1]), Resolution::Reachable(_)) {
-        assert!(start.elapsed() < LIMIT, "ARP: {:?}", h[0].neigh.counters());
+        assert!(
+            start.elapsed() < LIMIT,
+            "ARP: {:?}",
+            h[0].neigh().counters()
+        );
         poll_both(h);
     }
     let mut pd = [0; 2];
@@ -194,7 +198,7 @@ fn connect(h: &mut [TapHost; 2], ring: usize) -> (u32, u32, u32, u32, u32) {
     for s in 0..2 {
         let peer = 1 - s;
         let now = h[s].now();
-        let dmac = h[s].neigh.lookup(now, ip[peer]).expect("resolved");
+        let dmac = h[s].neigh().lookup(now, ip[peer]).expect("resolved");
         let d = &mut h[s].dev;
         let mut a = QpAttr {
             qp_state: QpState::Init,
@@ -429,7 +433,7 @@ fn write_copies(a: &mut TapIo, frame: &[u8], want: usize) -> usize {
 /// 2) this one writes and a second reads.
 fn raw_run(h: &mut [TapHost; 2], frame: &[u8], n: usize, threads: usize) {
     let [a, b] = h;
-    let (a, b) = (&mut a.io, &mut b.io);
+    let (a, b) = (a.tap_mut(), b.tap_mut());
     let start = WallClock::now();
     if threads == 1 {
         let (mut sent, mut got) = (0usize, 0usize);
@@ -557,7 +561,7 @@ fn main() {
         ratio[ratio.len() - 1],
         ms / mr
     );
-    let (sa, sb) = (h[0].io.stats(), h[1].io.stats());
+    let (sa, sb) = (h[0].tap().stats(), h[1].tap().stats());
     println!(
         "TAP A: tx {} rx {} tx_dropped {}; TAP B: tx {} rx {}; A: NAKs (packet_seq_err) {}, ACK timeouts {}",
         sa.tx_frames,

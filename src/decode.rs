@@ -87,7 +87,7 @@ use roce_stack::wire::{
     classify, ExtHeaders, Frame, IcrcStatus, L2Info, NetInfo, Opcode, RocePacket,
 };
 
-use crate::pcap_io::{open_capture, CaptureError, CapturedFrame, Frames, OpenError};
+use roce_io::pcap::read::{open_capture, CaptureError, CapturedFrame, Frames, OpenError};
 
 /// The capture decoded when no file is given: `pcap-fixtures/pcaps/rc_mix.pcap`,
 /// a mix of RC traffic built by our own frame builder.
@@ -386,7 +386,7 @@ impl Summary {
     }
 }
 
-/// Decode the capture file at `path`, streamed ([`crate::pcap_io::open_capture`]:
+/// Decode the capture file at `path`, streamed ([`roce_io::pcap::read::open_capture`]:
 /// a regular file or a pipe; its magic number checked from the first 4
 /// bytes, one record in memory at a time), and write the result to `out`
 /// as [`decode_bytes`] does. Returns the counts.

@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use roce::backend::BackendKind;
 use roce::decode::{self, DecodeError, DecodeOptions};
 use roce::perf::{self, PerfConfig, PerfError, PerfOptions};
 use roce::replay::{self, ReplayOptions};
+use roce_io::BackendKind;
 use roce_stack::verbs::Mtu;
 
 mod sim;
@@ -184,7 +184,8 @@ sockets on 127.0.0.1 and 127.0.0.2). Between two processes or hosts, like \
 perftest: `roce perf OP --server` and `roce perf OP --client ADDR` (TCP side \
 channel on --port, default 18515) over --backend udp, tap or dpdk (EAL \
 arguments after `--`); the server takes the test parameters from the client, \
-both print the table, the client measures.
+both print the table, the client measures. --loss and --pcap work on every \
+backend, each side dropping and recording its own frames.
 
 Exit status: 0 verified; 1 the run failed (error completion, QP error, no \
 progress for 5 s) or the data is wrong; 2 bad arguments or an unusable --pcap \
@@ -279,7 +280,8 @@ struct PerfArgs {
     /// lossy run looks hung).
     #[arg(short = 'u', long = "qp-timeout", default_value_t = 14, value_parser = perf::parse_qp_timeout)]
     qp_timeout: u8,
-    /// Drop each frame on the wire with this probability, in [0, 1).
+    /// Drop each frame on the wire with this probability, in [0, 1), on
+    /// every backend (each side drops from what it sends).
     #[arg(long, default_value = "0", allow_hyphen_values = true, value_parser = perf::parse_loss)]
     loss: f64,
     /// Seed of the loss generator, data patterns, initial PSNs and the
@@ -287,15 +289,17 @@ struct PerfArgs {
     /// [default: random, so PSNs and R_Keys cannot be guessed].
     #[arg(long)]
     seed: Option<u64>,
-    /// Record every delivered frame of both directions to this pcap file
-    /// (Ethernet, nanosecond timestamps); slows the run.
+    /// Record the frames to this pcap file (Ethernet, nanosecond
+    /// timestamps), on every backend: in one process every frame the wire
+    /// delivered (both directions); between processes what this side sent
+    /// and received. Slows the run.
     #[arg(long, value_name = "OUT")]
     pcap: Option<PathBuf>,
     /// What carries the frames: mem (in-process), udp (kernel UDP sockets;
     /// in-process on 127.0.0.1/127.0.0.2, or between processes), tap, dpdk
     /// (between processes; dpdk needs a build with --features dpdk), pcap
     /// (see `roce replay`).
-    #[arg(long, value_enum, default_value_t = BackendKind::Mem)]
+    #[arg(long, value_parser = backend_parser(), default_value_t = BackendKind::Mem)]
     backend: BackendKind,
     /// Two-process mode: wait for a client on the TCP side channel.
     #[arg(long, conflicts_with = "client")]
@@ -336,6 +340,15 @@ struct PerfArgs {
     eal_args: Vec<String>,
 }
 
+/// `--backend`'s values, each with its line of help.
+fn backend_parser() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        BackendKind::ALL.map(|k| PossibleValue::new(k.name()).help(k.about())),
+    )
+    .map(|s| s.parse().unwrap_or(BackendKind::Mem))
+}
+
 impl PerfArgs {
     fn options(&self) -> PerfOptions {
         PerfOptions {
@@ -366,7 +379,7 @@ impl PerfArgs {
         Some(perf::Remote {
             role,
             port: self.port,
-            backend: roce::backend::BackendOptions {
+            backend: roce_io::BackendOptions {
                 local_ip: self.local_ip,
                 udp_raw: self.udp_raw,
                 udp_no_ident_recovery: self.no_ident_recovery,

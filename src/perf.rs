@@ -27,7 +27,8 @@
 //! ring is full. `--loss P` drops each frame with probability `P`, decided by a
 //! seeded SplitMix64 generator per direction ([`roce_stack::testing::Rng`]), so
 //! the RC retransmission machinery (sequence NAKs, ACK timeouts, go-back-N;
-//! IBTA 1.7 §9.7.5) is exercised.
+//! IBTA 1.7 §9.7.5) is exercised. The loss is a [`roce_io::adapt::FaultIo`]
+//! around each side's backend, so it works the same over every backend.
 //!
 //! The QPs are set up as [`roce_stack::testing::connect`] does (RESET → INIT →
 //! RTR → RTS, IBTA 1.7 §10.3.1), `-q` of them, work spread round-robin.
@@ -75,7 +76,7 @@
 //!
 //! # Backends and two processes
 //!
-//! The frames move through a [`crate::backend`] backend: `mem` (the
+//! The frames move through a [`roce_io`] backend: `mem` (the
 //! in-memory wire above, the default) or, in one process, `udp` (two kernel
 //! UDP sockets, 127.0.0.1 and 127.0.0.2). With `--server` / `--client ADDR`
 //! the two ends run in two processes (or hosts), over `udp`, `tap` or
@@ -112,7 +113,10 @@
 //! clock plus the wall-clock time at its start), in the order the frames were
 //! put on the wire. Frames dropped by `--loss` are not in it, so the capture
 //! shows what a tap at the receivers would: the PSN gaps, the NAKs and the
-//! retransmissions. Writing takes a lock per frame and slows the run.
+//! retransmissions. Writing takes a lock per frame and slows the run. The
+//! recorder is a [`roce_io::adapt::TeeIo`] inside each side's loss, on any
+//! backend; between processes each side records what it sends (after its
+//! `--loss`) and what it receives.
 //!
 //! # Memory alignment
 //!
@@ -135,8 +139,8 @@ use std::time::Duration;
 
 use roce_stack::verbs::Mtu;
 
-pub use crate::backend::BackendKind;
 pub use remote::{check_remote, run_remote, Remote, RemoteRole, DEFAULT_PORT};
+pub use roce_io::BackendKind;
 pub use stats::{BwStats, LatStats};
 
 /// The transport line of an in-process run on the `mem` backend.
@@ -348,7 +352,7 @@ impl PerfConfig {
         }
         let backend = o.backend.unwrap_or(BackendKind::Mem);
         if backend == BackendKind::Dpdk && cfg!(not(feature = "dpdk")) {
-            return Err(usage(crate::backend::NO_DPDK));
+            return Err(usage(roce_io::NO_DPDK));
         }
         let loss = o.loss.unwrap_or(0.0);
         if !(0.0..1.0).contains(&loss) {

@@ -5,7 +5,7 @@
 //! the BTH destination QPN of the packets sent to it): a [`Device`] is set up
 //! as that QP's host was, every captured frame addressed to it is fed to
 //! `handle_frame` in capture order through the `pcap` backend
-//! ([`crate::backend::pcap::PcapIo`]), with the capture time as the clock,
+//! ([`roce_io::pcap::PcapIo`]), with the capture time as the clock,
 //! and everything the device transmits is written to the output capture,
 //! stamped with the time of the frame it answers. The QP acts as:
 //!
@@ -64,20 +64,19 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use roce_stack::backend::FrameIo;
+use roce_io::pcap::{self, FrameWriter, PcapIo, TimedFrame};
+use roce_io::FrameIo;
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendFlags, SendWr, Sge, UdDest, Wc, WcStatus, WrOpcode,
+    AccessFlags, Device, Mtu, QpCap, QpInitAttr, QpType, RecvWr, Sge, UdDest, Wc, WcStatus,
 };
-use roce_stack::wire::ext::{AtomicEthRepr, DethRepr, RethRepr};
 use roce_stack::wire::opcode::OpKind;
-use roce_stack::wire::{
-    AethSyndrome, BthRepr, ExtHeaders, Opcode, Position, RocePacket, Transport, VlanTag,
-};
+use roce_stack::wire::VlanTag;
 
-use crate::backend::pcap::{self, FrameWriter, PcapIo, TimedFrame};
+use crate::capture::{
+    self, all_remote, messages, AethClass, Capture, Msg, Pkt, QpSetup, Segmentation,
+};
 
 /// What `roce replay` was asked to do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -213,69 +212,6 @@ fn fmt_mac(m: [u8; 6]) -> String {
         .join(":")
 }
 
-/// One strictly parsed RoCE frame of the capture (or one we sent).
-#[derive(Debug, Clone)]
-struct Pkt {
-    /// Index in the capture (or in our output).
-    idx: usize,
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    vlan: Option<VlanTag>,
-    src: IpAddr,
-    dst: IpAddr,
-    sport: Option<u16>,
-    bth: BthRepr,
-    ext: ExtHeaders,
-    payload: Vec<u8>,
-}
-
-impl Pkt {
-    fn parse(idx: usize, raw: &[u8]) -> Option<Pkt> {
-        let p = RocePacket::parse(raw).ok()?;
-        let l2 = p.l2();
-        Some(Pkt {
-            idx,
-            src_mac: l2.src,
-            dst_mac: l2.dst,
-            vlan: l2.vlan,
-            src: p.net().src(),
-            dst: p.net().dst(),
-            sport: p.udp().map(|u| u.src_port),
-            bth: p.bth(),
-            ext: p.ext().to_headers(),
-            payload: p.payload().to_vec(),
-        })
-    }
-    fn is_request(&self) -> bool {
-        self.bth.opcode.info().is_request
-    }
-    fn kind(&self) -> OpKind {
-        self.bth.opcode.info().kind
-    }
-    fn position(&self) -> Position {
-        self.bth.opcode.info().position
-    }
-    fn transport(&self) -> Transport {
-        self.bth.opcode.info().transport
-    }
-    fn name(&self) -> &'static str {
-        self.bth.opcode.name()
-    }
-}
-
-fn qp_type_of(t: Transport) -> Option<QpType> {
-    match t {
-        Transport::Rc => Some(QpType::Rc),
-        Transport::Uc => Some(QpType::Uc),
-        Transport::Ud => Some(QpType::Ud),
-        _ => None,
-    }
-}
-
-fn rel(psn: u32, base: u32) -> u32 {
-    psn.wrapping_sub(base) & 0x00FF_FFFF
-}
-
 /// A memory region the replay registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Region {
@@ -383,150 +319,8 @@ impl ReplayReport {
     }
 }
 
-/// The whole set-up: plan, packets, messages.
-struct Scene {
-    frames: Vec<TimedFrame>,
-    pkts: Vec<Pkt>,
-    bad: usize,
-}
-
-fn load(opts: &ReplayOptions) -> Result<Scene, ReplayError> {
-    let frames = pcap::read_timed(&opts.capture).map_err(|e| ReplayError::Io(e.to_string()))?;
-    let mut pkts = Vec::new();
-    let mut bad = 0;
-    for (i, f) in frames.iter().enumerate() {
-        match Pkt::parse(i, &f.data) {
-            Some(p) => pkts.push(p),
-            None => {
-                // RoCE-looking frames that do not parse strictly.
-                if matches!(
-                    roce_stack::wire::classify(&f.data),
-                    roce_stack::wire::Frame::Roce(_) | roce_stack::wire::Frame::BadRoce(..)
-                ) {
-                    bad += 1;
-                }
-            }
-        }
-    }
-    Ok(Scene { frames, pkts, bad })
-}
-
-/// A message of the QP's own requests (SEND/WRITE FIRST..LAST, READ,
-/// atomic).
-#[derive(Debug, Clone)]
-struct Msg {
-    kind: OpKind,
-    last_opcode: Opcode,
-    first_psn: u32,
-    /// Capture index of its first packet.
-    first_idx: usize,
-    data: Vec<u8>,
-    reth: Option<RethRepr>,
-    atomic: Option<AtomicEthRepr>,
-    imm: Option<u32>,
-    inv: Option<u32>,
-    deth: Option<DethRepr>,
-    solicited: bool,
-}
-
-impl Msg {
-    fn len(&self) -> u32 {
-        match self.kind {
-            OpKind::ReadRequest => self.reth.map_or(0, |r| r.dma_len),
-            OpKind::Atomic => 8,
-            _ => self.data.len() as u32,
-        }
-    }
-    fn npsn(&self, pmtu: u32) -> u32 {
-        match self.kind {
-            OpKind::ReadRequest => self.len().div_ceil(pmtu).max(1),
-            _ => 1,
-        }
-    }
-    fn wr_opcode(&self) -> Option<WrOpcode> {
-        Some(match self.kind {
-            OpKind::Send if self.imm.is_some() => WrOpcode::SendWithImm,
-            OpKind::Send if self.inv.is_some() => WrOpcode::SendWithInv,
-            OpKind::Send => WrOpcode::Send,
-            OpKind::Write if self.imm.is_some() => WrOpcode::RdmaWriteWithImm,
-            OpKind::Write => WrOpcode::RdmaWrite,
-            OpKind::ReadRequest => WrOpcode::RdmaRead,
-            OpKind::Atomic if self.last_opcode.0 & 0x1F == Opcode::RC_COMPARE_SWAP.0 => {
-                WrOpcode::AtomicCmpAndSwp
-            }
-            OpKind::Atomic => WrOpcode::AtomicFetchAndAdd,
-            _ => return None,
-        })
-    }
-    fn needs_recv(&self) -> bool {
-        self.kind == OpKind::Send || (self.kind == OpKind::Write && self.imm.is_some())
-    }
-}
-
-/// Group request packets into messages (first copy of each PSN only).
-fn messages<'a>(reqs: impl Iterator<Item = &'a Pkt>) -> Vec<Msg> {
-    let mut out: Vec<Msg> = Vec::new();
-    let mut seen = BTreeSet::new();
-    for p in reqs {
-        if !seen.insert(p.bth.psn) {
-            continue;
-        }
-        let starts = matches!(p.position(), Position::First | Position::Only);
-        if starts || out.last().map_or(true, |m| m.kind != p.kind()) {
-            out.push(Msg {
-                kind: p.kind(),
-                last_opcode: p.bth.opcode,
-                first_psn: p.bth.psn,
-                first_idx: p.idx,
-                data: Vec::new(),
-                reth: p.ext.reth,
-                atomic: p.ext.atomic_eth,
-                imm: None,
-                inv: None,
-                deth: p.ext.deth,
-                solicited: false,
-            });
-        }
-        if let Some(m) = out.last_mut() {
-            m.data.extend_from_slice(&p.payload);
-            m.last_opcode = p.bth.opcode;
-            m.imm = m.imm.or(p.ext.immdt);
-            m.inv = m.inv.or(p.ext.ieth);
-            m.solicited |= p.bth.solicited;
-        }
-    }
-    out
-}
-
-/// Path MTU from segmentation (see the module docs).
-fn pmtu_of<'a>(pkts: impl Iterator<Item = &'a Pkt>) -> (u32, String) {
-    let mut seg = BTreeMap::new();
-    let mut max_payload = 0;
-    for p in pkts {
-        max_payload = max_payload.max(p.payload.len());
-        if matches!(p.position(), Position::First | Position::Middle) {
-            *seg.entry(p.payload.len()).or_insert(0) += 1;
-        }
-    }
-    if let Some((&n, _)) = seg.iter().max_by_key(|(_, c)| **c) {
-        if Mtu::from_bytes(n).is_some() {
-            return (n as u32, "the payload of FIRST/MIDDLE packets".into());
-        }
-    }
-    let m = [1024usize, 2048, 4096]
-        .into_iter()
-        .find(|m| *m >= max_payload)
-        .unwrap_or(4096);
-    (
-        m as u32,
-        format!(
-            "no segmented message; the smallest of 1024/2048/4096 that holds {max_payload} bytes"
-        ),
-    )
-}
-
 /// Infer the plan (see the module docs) and the packets in play.
-fn infer(opts: &ReplayOptions, sc: &Scene) -> Result<(Plan, Vec<Msg>), ReplayError> {
+fn infer(opts: &ReplayOptions, sc: &Capture) -> Result<(Plan, Vec<Msg>), ReplayError> {
     let pk = &sc.pkts;
     // The QP.
     let qpn = match opts.qp {
@@ -592,20 +386,19 @@ fn infer(opts: &ReplayOptions, sc: &Scene) -> Result<(Plan, Vec<Msg>), ReplayErr
     let mac = opts.mac.unwrap_or(first.dst_mac);
     let peer_mac = opts.peer_mac.unwrap_or(first.src_mac);
     let vlan = first.vlan;
-    let qp_type = qp_type_of(first.transport())
+    let qp_type = first
+        .qp_type()
         .ok_or_else(|| usage(format!("QP {qpn:#x}: {} is not RC, UC or UD", first.name())))?;
     notes.push(format!(
         "addresses from frame {} (the first to the QP): ours {ip} {}, the peer's {peer_ip} {}",
-        first.idx + 1,
+        first.number(),
         fmt_mac(mac),
         fmt_mac(peer_mac)
     ));
     // Packets to the QP (requests and, as a requester, responses).
     let inbound: Vec<&Pkt> = pk
         .iter()
-        .filter(|p| {
-            p.bth.dest_qp == qpn && p.dst == ip && qp_type_of(p.transport()) == Some(qp_type)
-        })
+        .filter(|p| p.bth.dest_qp == qpn && p.dst == ip && p.qp_type() == Some(qp_type))
         .filter(|p| qp_type == QpType::Ud || p.src == peer_ip)
         .collect();
     let requests_in: Vec<&Pkt> = inbound.iter().copied().filter(|p| p.is_request()).collect();
@@ -631,9 +424,10 @@ fn infer(opts: &ReplayOptions, sc: &Scene) -> Result<(Plan, Vec<Msg>), ReplayErr
         None => {
             let in_psns: BTreeSet<u32> = inbound.iter().map(|p| p.bth.psn).collect();
             let mut score: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
-            for p in pk.iter().filter(|p| {
-                p.src == ip && p.dst == peer_ip && qp_type_of(p.transport()) == Some(qp_type)
-            }) {
+            for p in pk
+                .iter()
+                .filter(|p| p.src == ip && p.dst == peer_ip && p.qp_type() == Some(qp_type))
+            {
                 let e = score.entry(p.bth.dest_qp).or_insert((0, 0));
                 e.1 += 1;
                 if in_psns.contains(&p.bth.psn) {
@@ -664,7 +458,7 @@ fn infer(opts: &ReplayOptions, sc: &Scene) -> Result<(Plan, Vec<Msg>), ReplayErr
             p.src == ip
                 && p.dst == peer_ip
                 && p.bth.dest_qp == peer_qpn
-                && qp_type_of(p.transport()) == Some(qp_type)
+                && p.qp_type() == Some(qp_type)
         })
         .collect();
     let requests_out: Vec<&Pkt> = outbound
@@ -704,7 +498,7 @@ fn infer(opts: &ReplayOptions, sc: &Scene) -> Result<(Plan, Vec<Msg>), ReplayErr
     };
     let (pmtu, why) = match opts.mtu {
         Some(m) => (m.bytes() as u32, "--mtu".to_string()),
-        None => pmtu_of(inbound.iter().copied().chain(outbound.iter().copied())),
+        None => Segmentation::of(inbound.iter().copied().chain(outbound.iter().copied())).pmtu(),
     };
     notes.push(format!("path MTU {pmtu} from {why}"));
     let qkey = requests_in
@@ -715,39 +509,19 @@ fn infer(opts: &ReplayOptions, sc: &Scene) -> Result<(Plan, Vec<Msg>), ReplayErr
 
     // Memory: regions of the requests to the QP, plus --mr.
     let msgs_in = messages(requests_in.iter().copied());
-    let mut spans: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    for m in &msgs_in {
-        let (rkey, va, len) = match (m.reth, m.atomic) {
-            // A zero-length RETH touches no memory (IBTA 1.7 §9.7.4.1.5:
-            // its R_Key and VA are not checked).
-            (Some(r), _) if r.dma_len == 0 => continue,
-            (Some(r), _) => (r.rkey, r.va, u64::from(r.dma_len)),
-            (_, Some(a)) => (a.rkey, a.va, 8),
-            _ => continue,
-        };
-        let e = spans.entry(rkey).or_insert((va, va.saturating_add(len)));
-        e.0 = e.0.min(va);
-        e.1 = e.1.max(va.saturating_add(len));
-    }
-    for r in &opts.mrs {
-        let e = spans
-            .entry(r.rkey)
-            .or_insert((r.va, r.va.saturating_add(r.len)));
-        e.0 = e.0.min(r.va);
-        e.1 = e.1.max(r.va.saturating_add(r.len));
-    }
+    let extra: Vec<(u32, u64, u64)> = opts.mrs.iter().map(|r| (r.rkey, r.va, r.len)).collect();
     let mut regions = Vec::new();
-    for (rkey, (lo, hi)) in spans {
-        let len = (hi - lo).max(8);
-        if len > 1 << 30 {
+    for r in capture::regions(&msgs_in, &extra) {
+        if r.len > 1 << 30 {
             return Err(usage(format!(
-                "R_Key {rkey:#x}: the VAs span {len} bytes (over 1 GiB); give a --mr"
+                "R_Key {:#x}: the VAs span {} bytes (over 1 GiB); give a --mr",
+                r.rkey, r.len
             )));
         }
         regions.push(Region {
-            rkey,
-            va: lo,
-            len,
+            rkey: r.rkey,
+            va: r.va,
+            len: r.len,
             preloaded: 0,
         });
     }
@@ -781,77 +555,13 @@ fn infer(opts: &ReplayOptions, sc: &Scene) -> Result<(Plan, Vec<Msg>), ReplayErr
     ))
 }
 
-fn all_remote() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
-
-/// Fill the regions: READ ranges with the captured READ response bytes,
-/// atomic cells with the first captured original value (host byte order,
-/// as the responder keeps them).
-fn preload(plan: &mut Plan, mems: &mut [Vec<u8>], requests_in: &[&Pkt], outbound: &[&Pkt]) {
-    let msgs = messages(requests_in.iter().copied());
-    let mut done: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); plan.regions.len()];
-    let resp: Vec<&Pkt> = outbound
-        .iter()
-        .copied()
-        .filter(|p| !p.is_request() && p.kind() != OpKind::Ack)
-        .collect();
-    for m in &msgs {
-        let (rkey, va, bytes): (u32, u64, Vec<u8>) = match m.kind {
-            OpKind::ReadRequest => {
-                let Some(r) = m.reth else { continue };
-                let n = m.npsn(plan.pmtu);
-                let mut seen = BTreeSet::new();
-                let data: Vec<u8> = resp
-                    .iter()
-                    .filter(|p| p.kind() == OpKind::ReadResponse && rel(p.bth.psn, m.first_psn) < n)
-                    .filter(|p| seen.insert(p.bth.psn))
-                    .flat_map(|p| p.payload.iter().copied())
-                    .collect();
-                (r.rkey, r.va, data)
-            }
-            OpKind::Atomic => {
-                let Some(a) = m.atomic else { continue };
-                let Some(orig) = resp
-                    .iter()
-                    .find(|p| p.kind() == OpKind::AtomicAck && p.bth.psn == m.first_psn)
-                    .and_then(|p| p.ext.atomic_ack_eth)
-                else {
-                    continue;
-                };
-                (a.rkey, a.va, orig.orig.to_ne_bytes().to_vec())
-            }
-            _ => continue,
-        };
-        let Some(k) = plan.regions.iter().position(|r| r.rkey == rkey) else {
-            continue;
-        };
-        let base = plan.regions[k].va;
-        for (i, b) in bytes.iter().enumerate() {
-            let a = va + i as u64;
-            let Some(o) = a.checked_sub(base) else {
-                continue;
-            };
-            if let Some(slot) = mems[k].get_mut(o as usize) {
-                if done[k].insert(a) {
-                    *slot = *b;
-                    plan.regions[k].preloaded += 1;
-                }
-            }
-        }
-    }
-}
-
 /// Run the replay (see the module docs).
 ///
 /// # Errors
 /// [`ReplayError`] when the capture cannot be read, does not say enough, or
 /// the set-up fails; mismatches are in the report, not errors.
 pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
-    let sc = load(opts)?;
+    let sc = Capture::load(&opts.capture).map_err(|e| ReplayError::Io(e.to_string()))?;
     let (mut plan, own) = infer(opts, &sc)?;
     let ip = plan.ip;
     let peer_ip = plan.peer_ip;
@@ -861,7 +571,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
         .iter()
         .filter(|p| p.bth.dest_qp == plan.qpn && p.dst == ip)
         .filter(|p| qp_type == QpType::Ud || p.src == peer_ip)
-        .filter(|p| qp_type_of(p.transport()) == Some(qp_type))
+        .filter(|p| p.qp_type() == Some(qp_type))
         .collect();
     let requests_in: Vec<&Pkt> = inbound.iter().copied().filter(|p| p.is_request()).collect();
     let outbound: Vec<&Pkt> = sc
@@ -871,20 +581,14 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
             p.src == ip
                 && p.dst == peer_ip
                 && p.bth.dest_qp == plan.peer_qpn
-                && qp_type_of(p.transport()) == Some(qp_type)
+                && p.qp_type() == Some(qp_type)
         })
         .collect();
 
     // The device.
     let mtu = Mtu::from_bytes(plan.pmtu as usize)
         .ok_or_else(|| usage(format!("path MTU {} is not an IB MTU", plan.pmtu)))?;
-    let mut dev = Device::new(DeviceConfig {
-        mac: plan.mac,
-        gids: vec![Gid::from_ip(ip)],
-        // The largest IB MTU with MTU + 80 <= netdev MTU is the PMTU (rxe).
-        netdev_mtu: plan.pmtu as usize + 80,
-        ..DeviceConfig::default()
-    });
+    let mut dev = capture::device(ip, plan.mac, plan.pmtu);
     let pd = dev.alloc_pd();
     let nmsg = requests_in.len() + own.len();
     let cq = dev.create_cq(4 * nmsg + 64);
@@ -912,72 +616,42 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
         udp_sport: plan.udp_sport,
         ..AddressVector::default()
     };
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: all_remote(),
+    QpSetup {
+        qp_type,
+        qpn: plan.qpn,
+        av,
+        peer_qpn: plan.peer_qpn,
+        rq_psn: plan.rq_psn,
+        sq_psn: plan.sq_psn,
+        mtu,
         qkey: plan.qkey,
-        ..QpAttr::default()
-    };
-    let base = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
-    let init_mask = if qp_type == QpType::Ud {
-        base | QpAttrMask::QKEY
-    } else {
-        base | QpAttrMask::ACCESS_FLAGS
-    };
-    dev.modify_qp(plan.qpn, &a, init_mask)
-        .map_err(setup("modify_qp INIT"))?;
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = av;
-    a.path_mtu = mtu;
-    a.dest_qp_num = plan.peer_qpn;
-    a.rq_psn = plan.rq_psn;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 12;
-    let conn = QpAttrMask::STATE
-        | QpAttrMask::AV
-        | QpAttrMask::PATH_MTU
-        | QpAttrMask::DEST_QPN
-        | QpAttrMask::RQ_PSN;
-    let rtr_mask = match qp_type {
-        QpType::Rc => conn | QpAttrMask::MAX_DEST_RD_ATOMIC | QpAttrMask::MIN_RNR_TIMER,
-        QpType::Uc => conn,
-        QpType::Ud => QpAttrMask::STATE,
-    };
-    dev.modify_qp(plan.qpn, &a, rtr_mask)
-        .map_err(setup("modify_qp RTR"))?;
-    a.qp_state = QpState::Rts;
-    a.sq_psn = plan.sq_psn;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    let rts_mask = match qp_type {
-        QpType::Rc => {
-            QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC
-        }
-        _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
-    };
-    dev.modify_qp(plan.qpn, &a, rts_mask)
-        .map_err(setup("modify_qp RTS"))?;
+    }
+    .bring_up(&mut dev)
+    .map_err(|(step, e)| setup(step)(e))?;
 
     // Remote-access memory, preloaded from the capture.
-    let mut mems: Vec<Vec<u8>> = plan
+    let msgs_in = messages(requests_in.iter().copied());
+    let regions: Vec<capture::Region> = plan
         .regions
         .iter()
-        .map(|r| vec![0u8; r.len as usize])
+        .map(|r| capture::Region {
+            rkey: r.rkey,
+            va: r.va,
+            len: r.len,
+        })
         .collect();
-    preload(&mut plan, &mut mems, &requests_in, &outbound);
-    for (r, m) in plan.regions.iter().zip(mems) {
+    let responses: Vec<&Pkt> = outbound
+        .iter()
+        .copied()
+        .filter(|p| !p.is_request())
+        .collect();
+    let mem = capture::preload(&regions, &msgs_in, &responses, plan.pmtu);
+    for ((r, m), n) in plan.regions.iter_mut().zip(mem.images).zip(mem.preloaded) {
+        r.preloaded = n;
         dev.reg_mr_with_rkey(pd, m, r.va, all_remote(), r.rkey)
             .map_err(setup("reg_mr_with_rkey"))?;
     }
     // Receive WQEs.
-    let msgs_in = messages(requests_in.iter().copied());
     let slot = msgs_in.iter().map(Msg::len).max().unwrap_or(0) as u64 + 40;
     let slot = slot.next_multiple_of(64);
     let riova = 0x7000_0000_0000u64;
@@ -1007,21 +681,10 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
         }
     }
     // The QP's own requests, posted when the capture shows them sent.
-    let mut offs = Vec::new();
-    let mut total = 0u64;
-    for m in &own {
-        offs.push(total);
-        total += u64::from(m.len()).next_multiple_of(64).max(64);
-    }
+    let (mem, offs) = capture::local_memory(&own);
     let liova = 0x10_0000u64;
     let mut lkey = 0;
     if !own.is_empty() {
-        let mut mem = vec![0u8; total as usize];
-        for (m, o) in own.iter().zip(&offs) {
-            if matches!(m.kind, OpKind::Send | OpKind::Write) {
-                mem[*o as usize..][..m.data.len()].copy_from_slice(&m.data);
-            }
-        }
         lkey = dev
             .reg_mr(pd, mem, liova, AccessFlags::LOCAL_WRITE)
             .map_err(setup("reg_mr (local)"))?
@@ -1029,35 +692,14 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
     }
     let post_own = |dev: &mut Device, k: usize| -> Result<bool, ReplayError> {
         let m = &own[k];
-        let Some(op) = m.wr_opcode() else {
-            return Ok(false);
-        };
         let sge = [Sge {
             addr: liova + offs[k],
             length: m.len(),
             lkey,
         }];
-        let list: &[Sge] = if m.len() == 0 { &[] } else { &sge };
-        let mut wr = SendWr::new(k as u64, op, list);
-        if m.solicited {
-            wr.send_flags |= SendFlags::SOLICITED;
-        }
-        wr.imm_data = m.imm.unwrap_or(0);
-        wr.invalidate_rkey = m.inv.unwrap_or(0);
-        if let Some(r) = m.reth {
-            wr.remote_addr = r.va;
-            wr.rkey = r.rkey;
-        }
-        if let Some(a) = m.atomic {
-            wr.remote_addr = a.va;
-            wr.rkey = a.rkey;
-            if op == WrOpcode::AtomicCmpAndSwp {
-                wr.compare_add = a.compare;
-                wr.swap = a.swap_add;
-            } else {
-                wr.compare_add = a.swap_add;
-            }
-        }
+        let Some(mut wr) = m.work_request(k as u64, &sge) else {
+            return Ok(false);
+        };
         if qp_type == QpType::Ud {
             wr.ud = Some(UdDest {
                 av,
@@ -1222,15 +864,6 @@ impl Compare {
     }
 }
 
-fn aeth_class(s: u8) -> String {
-    match AethSyndrome::from_byte(s) {
-        AethSyndrome::Ack { .. } => "ACK".into(),
-        AethSyndrome::RnrNak { .. } => "RNR NAK".into(),
-        AethSyndrome::Nak(c) => format!("NAK {c:?}"),
-        AethSyndrome::Reserved(b) => format!("reserved {b:#x}"),
-    }
-}
-
 /// The first difference between two responses (the fields of the module
 /// docs), if any.
 fn response_diff(o: &Pkt, t: &Pkt) -> Option<String> {
@@ -1242,11 +875,11 @@ fn response_diff(o: &Pkt, t: &Pkt) -> Option<String> {
     }
     match (o.ext.aeth, t.ext.aeth) {
         (Some(a), Some(b)) => {
-            if aeth_class(a.syndrome) != aeth_class(b.syndrome) {
+            if AethClass::of(a.syndrome) != AethClass::of(b.syndrome) {
                 return Some(format!(
                     "AETH {} (captured {})",
-                    aeth_class(a.syndrome),
-                    aeth_class(b.syndrome)
+                    AethClass::of(a.syndrome),
+                    AethClass::of(b.syndrome)
                 ));
             }
             if a.msn != b.msn {
@@ -1284,14 +917,14 @@ fn compare_responses(cmp: &mut Compare, ours: &[&Pkt], cap: &[&Pkt]) -> (usize, 
                 None => matched += 1,
                 Some(d) => cmp.fail(format!(
                     "response to capture frame {} ({} PSN {}): {d}",
-                    t.idx + 1,
+                    t.number(),
                     t.name(),
                     t.bth.psn
                 )),
             },
             None => cmp.fail(format!(
                 "no response of ours for capture frame {} ({} PSN {})",
-                t.idx + 1,
+                t.number(),
                 t.name(),
                 t.bth.psn
             )),
@@ -1318,7 +951,7 @@ fn compare_responses(cmp: &mut Compare, ours: &[&Pkt], cap: &[&Pkt]) -> (usize, 
                     None => matched += 1,
                     Some(d) => cmp.fail(format!(
                         "ACK for capture frame {} (PSN {}): {d}",
-                        t.idx + 1,
+                        t.number(),
                         t.bth.psn
                     )),
                 }
@@ -1326,8 +959,10 @@ fn compare_responses(cmp: &mut Compare, ours: &[&Pkt], cap: &[&Pkt]) -> (usize, 
             None => cmp.fail(format!(
                 "no ACK of ours with PSN {} (capture frame {}, {})",
                 t.bth.psn,
-                t.idx + 1,
-                t.ext.aeth.map_or(String::new(), |a| aeth_class(a.syndrome))
+                t.number(),
+                t.ext
+                    .aeth
+                    .map_or(String::new(), |a| AethClass::of(a.syndrome).to_string())
             )),
         }
     }
@@ -1342,7 +977,7 @@ fn compare_requests(cmp: &mut Compare, ours: &[&Pkt], cap: &[&Pkt]) -> usize {
         let Some(o) = ours.get(i) else {
             cmp.fail(format!(
                 "no request of ours for capture frame {} ({} PSN {})",
-                t.idx + 1,
+                t.number(),
                 t.name(),
                 t.bth.psn
             ));
@@ -1368,7 +1003,7 @@ fn compare_requests(cmp: &mut Compare, ours: &[&Pkt], cap: &[&Pkt]) -> usize {
             None => matched += 1,
             Some(d) => cmp.fail(format!(
                 "request for capture frame {} ({} PSN {}): {d}",
-                t.idx + 1,
+                t.number(),
                 t.name(),
                 t.bth.psn
             )),

@@ -22,7 +22,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use roce::decode::{decode_bytes, DecodeOptions, FrameKind, RoceVersion, Summary};
-use roce::pcap_io::Frames;
+use roce_io::pcap::read::Frames;
 use roce_stack::wire::{classify, Frame, IcrcStatus, NetInfo, Opcode};
 
 /// MANIFEST.md's short opcode names and their BTH opcode numbers, from the IBTA
@@ -322,20 +322,12 @@ fn manifest_captures_decode_as_listed() {
 
 /// Write a one-frame pcap (link type Ethernet) whose record keeps `orig_len`.
 fn one_frame_pcap(data: &[u8], orig_len: u32) -> Vec<u8> {
-    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-    let header = PcapHeader {
-        snaplen: 65535,
-        datalink: pcap_file::DataLink::ETHERNET,
-        ..PcapHeader::default()
-    };
-    let mut w = PcapWriter::with_header(Vec::new(), header).expect("pcap header");
-    w.write_packet(&PcapPacket::new(
-        std::time::Duration::from_secs(1),
-        orig_len,
-        data,
-    ))
-    .expect("pcap record");
-    w.into_writer()
+    let mut w =
+        roce_io::pcap::FrameWriter::with_resolution(Vec::new(), roce_io::pcap::Resolution::Micro)
+            .expect("pcap header");
+    w.write_record(std::time::Duration::from_secs(1), data, orig_len)
+        .expect("pcap record");
+    w.into_inner()
 }
 
 fn json_lines(data: &[u8]) -> (Summary, Vec<serde_json::Value>) {

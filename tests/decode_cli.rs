@@ -17,23 +17,18 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+use common::roce;
 use serde_json::Value;
 
-fn roce() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
+fn tmp(name: &str) -> PathBuf {
+    common::tmp("decode_cli", name)
 }
 
 fn run(args: &[&str]) -> Output {
     roce().args(args).output().expect("run roce")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("decode_cli");
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    dir.join(name)
 }
 
 fn shared(rel: &str) -> String {
@@ -287,7 +282,7 @@ fn vectors_pcap_json_matches_vectors_txt_and_tshark() {
     let path = shared("reference/vectors.pcap");
     // The pcap holds the RoCE frames of vectors.txt, in order.
     let data = std::fs::read(&path).expect("vectors.pcap");
-    let frames: Vec<Vec<u8>> = roce::pcap_io::Frames::new(&data)
+    let frames: Vec<Vec<u8>> = roce_io::pcap::read::Frames::new(&data)
         .expect("pcap")
         .map(|f| f.expect("frame").data.to_vec())
         .collect();
@@ -714,7 +709,7 @@ fn a_capture_without_frames_prints_the_header_and_says_so() {
 
 /// Every frame of a capture, as (number, bytes, original length).
 fn frames_of(data: &[u8]) -> Vec<(u64, Vec<u8>, u32)> {
-    roce::pcap_io::Frames::new(data)
+    roce_io::pcap::read::Frames::new(data)
         .expect("capture")
         .map(|f| {
             let f = f.expect("frame");
@@ -756,7 +751,8 @@ fn streaming_reads_the_same_frames_as_reading_whole() {
         let data = std::fs::read(p).expect("read");
         let want = frames_of(&data);
         for chunk in [1, 7, 4096] {
-            let mut r = roce::pcap_io::CaptureReader::new(Trickle(&data, chunk)).expect("header");
+            let mut r =
+                roce_io::pcap::read::CaptureReader::new(Trickle(&data, chunk)).expect("header");
             let mut got = Vec::new();
             while let Some(f) = r.next_frame() {
                 let f = f.unwrap_or_else(|e| panic!("{}: {e}", p.display()));

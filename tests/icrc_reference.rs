@@ -24,7 +24,8 @@ use roce_stack::wire::{
     RocePacket, UdpChecksum, UdpRepr, VlanTag,
 };
 
-use common::icrc_ref::{locate, pseudo_packet, read_pcap, reference_icrc, Form, CRC32};
+use common::icrc_ref::{locate, pseudo_packet, reference_icrc, Form, CRC32};
+use common::read_pcap;
 
 fn our_form(form: Form) -> IcrcForm {
     match form {

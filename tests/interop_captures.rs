@@ -92,18 +92,19 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
+use roce::capture::{
+    self, all_remote, messages, preload, regions, rel, responses_of, AethClass, Capture, Msg, Pkt,
+    QpSetup, Segmentation,
+};
+use roce_stack::testing::poll_all;
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, Mtu, NetworkHdrType, QpAttr, QpAttrMask, QpCap, QpInitAttr,
-    QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest, Wc, WcFlags, WcOpcode, WcStatus,
-    WrOpcode,
+    AccessFlags, Device, Mtu, NetworkHdrType, QpCap, QpInitAttr, QpState, QpType, RecvWr, Sge,
+    UdDest, WcFlags, WcOpcode, WcStatus, WrOpcode,
 };
-use roce_stack::wire::ext::{AtomicEthRepr, DethRepr, RethRepr};
 use roce_stack::wire::opcode::OpKind;
-use roce_stack::wire::{
-    AethSyndrome, BthRepr, ExtHeaders, NetInfo, Opcode, Position, RocePacket, Transport,
-};
+use roce_stack::wire::Position;
 
 /// RoCEv2 UDP destination port (IANA; RoCEv2 Annex A17.2).
 const ROCEV2_PORT: u16 = 4791;
@@ -116,109 +117,33 @@ const ACK_NO_CREDIT: u8 = 0x1F;
 const GRH_AREA: usize = 40;
 
 // ---------------------------------------------------------------------------
-// Reading the captures.
+// Reading the captures (the model `roce replay` uses: `roce::capture`).
 
-/// One decoded RoCE frame of a capture (or one we sent).
-#[derive(Debug, Clone)]
-struct Pkt {
-    /// Frame number in the capture (1-based), 0 for frames we sent.
-    number: u64,
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    src: IpAddr,
-    dst: IpAddr,
-    sport: u16,
-    dport: u16,
-    bth: BthRepr,
-    ext: ExtHeaders,
-    payload: Vec<u8>,
-    pad: u8,
-    /// The IPv4 header bytes (for the UD GRH area), empty for IPv6.
-    ipv4_header: Vec<u8>,
-}
-
-impl Pkt {
-    /// Strict parse (the ICRC must verify: every frame of the captures used
-    /// here is `ok` in MANIFEST.md, and ours must be too).
-    fn parse(number: u64, raw: &[u8]) -> Option<Pkt> {
-        let p = RocePacket::parse(raw).ok()?;
-        let udp = p.udp()?;
-        let ipv4_header = match p.net() {
-            NetInfo::Ipv4(_) => p.icrc_region().get(..20).unwrap_or(&[]).to_vec(),
-            _ => Vec::new(),
-        };
-        Some(Pkt {
-            number,
-            src_mac: p.l2().src,
-            dst_mac: p.l2().dst,
-            src: p.net().src(),
-            dst: p.net().dst(),
-            sport: udp.src_port,
-            dport: udp.dst_port,
-            bth: p.bth(),
-            ext: p.ext().to_headers(),
-            payload: p.payload().to_vec(),
-            pad: p.pad(),
-            ipv4_header,
-        })
-    }
-    fn is_request(&self) -> bool {
-        self.bth.opcode.info().is_request
-    }
-    fn kind(&self) -> OpKind {
-        self.bth.opcode.info().kind
-    }
-    fn position(&self) -> Position {
-        self.bth.opcode.info().position
-    }
-    fn name(&self) -> &'static str {
-        self.bth.opcode.name()
-    }
-}
-
-/// A capture: every frame with its time (relative to the first frame), and
-/// the RoCEv2 frames decoded.
-struct Capture {
+/// A capture and its name.
+struct Named {
     name: String,
-    /// (time, bytes) of every frame, in file order.
-    frames: Vec<(Instant, Vec<u8>)>,
-    /// Decoded RoCEv2 frames: index into `frames`, packet.
-    roce: Vec<(usize, Pkt)>,
+    cap: Capture,
+    /// The RoCEv2 frames (RoCEv1 has no UDP header to compare).
+    roce: Vec<Pkt>,
 }
 
-fn load(name: &str) -> Capture {
+fn load(name: &str) -> Named {
     let path = common::shared_dir()
         .join("captures")
         .join(format!("{name}.pcap"));
-    let data = std::fs::read(&path)
+    let cap = Capture::load(&path)
         .unwrap_or_else(|e| panic!("read {} (../shared/captures): {e}", path.display()));
-    let mut reader = pcap_file::pcap::PcapReader::new(&data[..]).expect("pcap header");
-    let mut frames = Vec::new();
-    let mut t0 = None;
-    while let Some(p) = reader.next_packet() {
-        let p = p.expect("pcap record");
-        let t0 = *t0.get_or_insert(p.timestamp);
-        let rel = p.timestamp.saturating_sub(t0);
-        frames.push((
-            Instant::from_nanos(rel.as_nanos() as u64),
-            p.data.into_owned(),
-        ));
-    }
-    let roce = frames
+    let roce = cap
+        .pkts
         .iter()
-        .enumerate()
-        .filter_map(|(i, (_, raw))| Pkt::parse(i as u64 + 1, raw).map(|p| (i, p)))
+        .filter(|p| p.sport.is_some())
+        .cloned()
         .collect();
-    Capture {
+    Named {
         name: name.to_string(),
-        frames,
+        cap,
         roce,
     }
-}
-
-/// Position of `psn` after `base` in PSN space (the captures never span 2^23).
-fn rel(psn: u32, base: u32) -> u32 {
-    psn.wrapping_sub(base) & 0x00FF_FFFF
 }
 
 // ---------------------------------------------------------------------------
@@ -243,50 +168,41 @@ struct Flow {
     reverse_first_psn: Option<u32>,
     /// Path MTU, bytes.
     pmtu: u32,
-    /// Request packets: (frame index, packet).
-    requests: Vec<(usize, Pkt)>,
-    /// Response packets: (frame index, packet).
-    responses: Vec<(usize, Pkt)>,
+    /// Request packets ([`Pkt::idx`]: the frame index).
+    requests: Vec<Pkt>,
+    /// Response packets.
+    responses: Vec<Pkt>,
 }
 
-fn qp_type_of(p: &Pkt) -> Option<QpType> {
-    match p.bth.opcode.info().transport {
-        Transport::Rc => Some(QpType::Rc),
-        Transport::Uc => Some(QpType::Uc),
-        Transport::Ud => Some(QpType::Ud),
-        _ => None,
-    }
-}
-
-fn flows(cap: &Capture) -> Vec<Flow> {
+fn flows(cap: &Named) -> Vec<Flow> {
     // Requests grouped by (source IP, destination IP, destination QPN), in
     // order of first appearance.
     let mut order: Vec<(IpAddr, IpAddr, u32)> = Vec::new();
-    let mut reqs: HashMap<(IpAddr, IpAddr, u32), Vec<(usize, Pkt)>> = HashMap::new();
-    for (i, p) in &cap.roce {
-        if !p.is_request() || qp_type_of(p).is_none() {
+    let mut reqs: HashMap<(IpAddr, IpAddr, u32), Vec<Pkt>> = HashMap::new();
+    for p in &cap.roce {
+        if !p.is_request() || p.qp_type().is_none() {
             continue;
         }
         let key = (p.src, p.dst, p.bth.dest_qp);
         if !reqs.contains_key(&key) {
             order.push(key);
         }
-        reqs.entry(key).or_default().push((*i, p.clone()));
+        reqs.entry(key).or_default().push(p.clone());
     }
     let mut out = Vec::new();
     for key in &order {
         let (req_ip, resp_ip, resp_qpn) = *key;
         let requests = reqs[key].clone();
-        let first = &requests[0].1;
-        let qp_type = qp_type_of(first).expect("transport");
+        let first = &requests[0];
+        let qp_type = first.qp_type().expect("transport");
         // Responses: RC response opcodes from the responder IP to the
         // requester IP (the requester QPN is their destination QPN).
-        let responses: Vec<(usize, Pkt)> = if qp_type == QpType::Rc {
+        let responses: Vec<Pkt> = if qp_type == QpType::Rc {
             cap.roce
                 .iter()
-                .filter(|(_, p)| {
+                .filter(|p| {
                     !p.is_request()
-                        && qp_type_of(p) == Some(QpType::Rc)
+                        && p.qp_type() == Some(QpType::Rc)
                         && p.src == resp_ip
                         && p.dst == req_ip
                 })
@@ -302,20 +218,20 @@ fn flows(cap: &Capture) -> Vec<Flow> {
         let req_qpn = match qp_type {
             QpType::Rc => responses
                 .first()
-                .map(|(_, p)| p.bth.dest_qp)
-                .or_else(|| reverse.map(|r| r[0].1.bth.dest_qp))
+                .map(|p| p.bth.dest_qp)
+                .or_else(|| reverse.map(|r| r[0].bth.dest_qp))
                 .expect("RC flow: no response or reverse flow names the requester QPN"),
             QpType::Uc => reverse
-                .map(|r| r[0].1.bth.dest_qp)
+                .map(|r| r[0].bth.dest_qp)
                 .expect("UC flow: no reverse flow names the requester QPN"),
             QpType::Ud => first.ext.deth.expect("UD request without DETH").src_qp,
         };
         // Only the responses addressed to the requester QPN belong here.
         let responses = responses
             .into_iter()
-            .filter(|(_, p)| p.bth.dest_qp == req_qpn)
+            .filter(|p| p.bth.dest_qp == req_qpn)
             .collect();
-        let reverse_first_psn = reverse.map(|r| r[0].1.bth.psn);
+        let reverse_first_psn = reverse.map(|r| r[0].bth.psn);
         let mut flow = Flow {
             qp_type,
             req_ip,
@@ -336,127 +252,43 @@ fn flows(cap: &Capture) -> Vec<Flow> {
     out
 }
 
-/// The path MTU the capture's segmentation shows: the payload of any FIRST or
-/// MIDDLE packet (requests or READ responses) is exactly one PMTU (IBTA 1.7
-/// §9.7.3.1). When no message was segmented the capture only bounds it from
-/// below; we then use 1024, the active MTU of the 1500-byte Ethernets these
-/// captures ran on (rxe: netdev MTU − 80 rounded down to an IB MTU), or the
-/// smallest IB MTU that holds the largest payload if that is more.
+/// The path MTU the capture's segmentation shows ([`Segmentation::pmtu`]),
+/// held to what these captures must show: at most one segment size, an IB
+/// MTU; when no message was segmented, 1024 (the active MTU of the
+/// 1500-byte Ethernets these captures ran on) or the smallest IB MTU that
+/// holds the largest payload.
 fn pmtu_of(flow: &Flow) -> u32 {
-    let all = flow.requests.iter().chain(&flow.responses);
-    let mut seg = BTreeSet::new();
-    let mut max_payload = 0;
-    for (_, p) in all {
-        max_payload = max_payload.max(p.payload.len());
-        if matches!(p.position(), Position::First | Position::Middle) {
-            seg.insert(p.payload.len());
-        }
-    }
-    assert!(seg.len() <= 1, "{flow:?}: several segment sizes {seg:?}");
-    let pmtu = match seg.first() {
-        Some(&n) => n,
-        None => [1024usize, 2048, 4096]
-            .into_iter()
-            .find(|m| *m >= max_payload)
-            .expect("payload larger than 4096"),
-    };
+    let seg = Segmentation::of(flow.requests.iter().chain(&flow.responses));
     assert!(
-        Mtu::from_bytes(pmtu).is_some(),
+        seg.sizes.len() <= 1,
+        "{flow:?}: several segment sizes {:?}",
+        seg.sizes
+    );
+    assert!(seg.max_payload <= 4096, "payload larger than 4096");
+    let (pmtu, _) = seg.pmtu();
+    assert!(
+        Mtu::from_bytes(pmtu as usize).is_some(),
         "PMTU {pmtu} is not an IB MTU"
     );
-    pmtu as u32
+    pmtu
 }
 
-/// One message of a flow (a SEND/WRITE of FIRST..LAST or ONLY packets, one
-/// READ request, one atomic).
-#[derive(Debug, Clone)]
-struct Msg {
-    kind: OpKind,
-    /// Opcode of the last packet (tells SEND from SEND_WITH_IMM etc.).
-    last_opcode: Opcode,
-    first_psn: u32,
-    /// Indices into `flow.requests`.
-    pkts: Vec<usize>,
-    /// SEND/WRITE payload, concatenated.
-    data: Vec<u8>,
-    reth: Option<RethRepr>,
-    atomic: Option<AtomicEthRepr>,
-    imm: Option<u32>,
-    inv: Option<u32>,
-    deth: Option<DethRepr>,
-    solicited: bool,
-}
-
-impl Msg {
-    /// PSNs the message occupies (READ: one per response packet).
-    fn npsn(&self, pmtu: u32) -> u32 {
-        match self.kind {
-            OpKind::ReadRequest => self.reth.map_or(0, |r| r.dma_len).div_ceil(pmtu).max(1),
-            OpKind::Atomic => 1,
-            _ => self.pkts.len() as u32,
-        }
+/// The messages of a flow ([`messages`]), held to what these captures
+/// show: every message starts with a FIRST or ONLY packet, no PSN repeats,
+/// and the PSNs are consecutive (no loss, no retransmission); the replays
+/// rely on it.
+fn flow_messages(flow: &Flow) -> Vec<Msg> {
+    let out = messages(&flow.requests);
+    for m in &out {
+        let p = &flow.requests[m.pkts[0]];
+        assert!(
+            matches!(p.position(), Position::First | Position::Only),
+            "frame {}: MIDDLE/LAST first",
+            p.number()
+        );
     }
-    /// Length in bytes (READ: the RETH DMA length; atomic: 8).
-    fn len(&self) -> u32 {
-        match self.kind {
-            OpKind::ReadRequest => self.reth.map_or(0, |r| r.dma_len),
-            OpKind::Atomic => 8,
-            _ => self.data.len() as u32,
-        }
-    }
-    fn wr_opcode(&self) -> WrOpcode {
-        match self.kind {
-            OpKind::Send if self.imm.is_some() => WrOpcode::SendWithImm,
-            OpKind::Send if self.inv.is_some() => WrOpcode::SendWithInv,
-            OpKind::Send => WrOpcode::Send,
-            OpKind::Write if self.imm.is_some() => WrOpcode::RdmaWriteWithImm,
-            OpKind::Write => WrOpcode::RdmaWrite,
-            OpKind::ReadRequest => WrOpcode::RdmaRead,
-            OpKind::Atomic if self.last_opcode.0 & 0x1F == Opcode::RC_COMPARE_SWAP.0 => {
-                WrOpcode::AtomicCmpAndSwp
-            }
-            OpKind::Atomic => WrOpcode::AtomicFetchAndAdd,
-            k => panic!("no work request for {k:?}"),
-        }
-    }
-    /// Whether it consumes a receive WQE at the responder.
-    fn needs_recv(&self) -> bool {
-        self.kind == OpKind::Send || (self.kind == OpKind::Write && self.imm.is_some())
-    }
-}
-
-fn messages(flow: &Flow) -> Vec<Msg> {
-    let mut out: Vec<Msg> = Vec::new();
-    for (k, (_, p)) in flow.requests.iter().enumerate() {
-        let starts = matches!(p.position(), Position::First | Position::Only);
-        if starts {
-            out.push(Msg {
-                kind: p.kind(),
-                last_opcode: p.bth.opcode,
-                first_psn: p.bth.psn,
-                pkts: Vec::new(),
-                data: Vec::new(),
-                reth: p.ext.reth,
-                atomic: p.ext.atomic_eth,
-                imm: None,
-                inv: None,
-                deth: p.ext.deth,
-                solicited: false,
-            });
-        }
-        let m = out
-            .last_mut()
-            .unwrap_or_else(|| panic!("frame {}: MIDDLE/LAST first", p.number));
-        assert_eq!(m.kind, p.kind(), "frame {}: opcode sequence", p.number);
-        m.pkts.push(k);
-        m.data.extend_from_slice(&p.payload);
-        m.last_opcode = p.bth.opcode;
-        m.imm = m.imm.or(p.ext.immdt);
-        m.inv = m.inv.or(p.ext.ieth);
-        m.solicited |= p.bth.solicited;
-    }
-    // The captured PSNs are consecutive (no loss, no retransmission in these
-    // captures); the replays rely on it.
+    let grouped: usize = out.iter().map(|m| m.pkts.len()).sum();
+    assert_eq!(grouped, flow.requests.len(), "a request PSN repeats");
     let mut psn = flow.first_psn;
     for m in &out {
         assert_eq!(
@@ -471,25 +303,11 @@ fn messages(flow: &Flow) -> Vec<Msg> {
 
 /// The captured response packets of a READ or atomic message, by PSN.
 fn captured_responses_of<'a>(flow: &'a Flow, m: &Msg) -> Vec<&'a Pkt> {
-    let n = m.npsn(flow.pmtu);
-    let mut seen = BTreeSet::new();
-    flow.responses
-        .iter()
-        .map(|(_, p)| p)
-        .filter(|p| p.kind() != OpKind::Ack && rel(p.bth.psn, m.first_psn) < n)
-        .filter(|p| seen.insert(p.bth.psn))
-        .collect()
+    responses_of(m, &flow.responses, flow.pmtu)
 }
 
 // ---------------------------------------------------------------------------
 // Device setup.
-
-fn all_remote() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
 
 fn av(ip: IpAddr, mac: [u8; 6]) -> AddressVector {
     AddressVector {
@@ -523,13 +341,7 @@ fn side(
     qkey: u32,
     depth: u32,
 ) -> Side {
-    let mut dev = Device::new(DeviceConfig {
-        mac,
-        gids: vec![Gid::from_ip(ip)],
-        // The largest IB MTU with MTU + 80 <= netdev MTU is `pmtu` (rxe rule).
-        netdev_mtu: pmtu as usize + 80,
-        ..DeviceConfig::default()
-    });
+    let mut dev = capture::device(ip, mac, pmtu);
     assert_eq!(dev.active_mtu().bytes() as u32, pmtu);
     let pd = dev.alloc_pd();
     let cq = dev.create_cq(4 * depth as usize + 64);
@@ -550,73 +362,19 @@ fn side(
         .create_qp_with_qpn(pd, &init, qpn)
         .expect("create_qp_with_qpn");
     assert_eq!(got, qpn);
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: all_remote(),
+    QpSetup {
+        qp_type,
+        qpn,
+        av: peer,
+        peer_qpn,
+        rq_psn,
+        sq_psn,
+        mtu: Mtu::from_bytes(pmtu as usize).expect("IB MTU"),
         qkey,
-        ..QpAttr::default()
-    };
-    let base = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
-    let init_mask = if qp_type == QpType::Ud {
-        base | QpAttrMask::QKEY
-    } else {
-        base | QpAttrMask::ACCESS_FLAGS
-    };
-    dev.modify_qp(qpn, &a, init_mask).expect("INIT");
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = peer;
-    a.path_mtu = Mtu::from_bytes(pmtu as usize).expect("IB MTU");
-    a.dest_qp_num = peer_qpn;
-    a.rq_psn = rq_psn;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 12;
-    let conn = QpAttrMask::STATE
-        | QpAttrMask::AV
-        | QpAttrMask::PATH_MTU
-        | QpAttrMask::DEST_QPN
-        | QpAttrMask::RQ_PSN;
-    let rtr_mask = match qp_type {
-        QpType::Rc => conn | QpAttrMask::MAX_DEST_RD_ATOMIC | QpAttrMask::MIN_RNR_TIMER,
-        QpType::Uc => conn,
-        QpType::Ud => QpAttrMask::STATE,
-    };
-    dev.modify_qp(qpn, &a, rtr_mask).expect("RTR");
-    a.qp_state = QpState::Rts;
-    a.sq_psn = sq_psn;
-    // The perftest / pingpong defaults: timeout 14 (67 ms), 7 retries.
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    let rts_mask = match qp_type {
-        QpType::Rc => {
-            QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC
-        }
-        _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
-    };
-    dev.modify_qp(qpn, &a, rts_mask).expect("RTS");
-    Side { dev, pd, cq, qpn }
-}
-
-fn blank_wc() -> Wc {
-    Wc::EMPTY
-}
-
-fn poll_all(dev: &mut Device, cq: u32) -> Vec<Wc> {
-    let mut out = Vec::new();
-    let mut buf = [blank_wc(); 32];
-    loop {
-        let n = dev.poll_cq(cq, &mut buf);
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&buf[..n]);
     }
+    .bring_up(&mut dev)
+    .unwrap_or_else(|(step, e)| panic!("{step}: {e:?}"));
+    Side { dev, pd, cq, qpn }
 }
 
 /// Run due timers, then take one frame from `poll_transmit`.
@@ -698,14 +456,14 @@ fn check_addressing(ctx: &str, ours: &Pkt, theirs: &Pkt, compare_sport: bool) {
     assert_eq!(ours.dst_mac, theirs.dst_mac, "{ctx}: destination MAC");
     assert_eq!(ours.src, theirs.src, "{ctx}: source IP");
     assert_eq!(ours.dst, theirs.dst, "{ctx}: destination IP");
-    assert_eq!(ours.dport, ROCEV2_PORT, "{ctx}: UDP destination port");
-    assert_eq!(theirs.dport, ROCEV2_PORT, "{ctx}: captured UDP dport");
+    assert_eq!(ours.dport, Some(ROCEV2_PORT), "{ctx}: UDP destination port");
+    assert_eq!(theirs.dport, Some(ROCEV2_PORT), "{ctx}: captured UDP dport");
     if compare_sport {
         assert_eq!(ours.sport, theirs.sport, "{ctx}: UDP source port");
     } else {
         assert!(
-            ours.sport >= 0xC000,
-            "{ctx}: UDP source port {}",
+            ours.sport.is_some_and(|p| p >= 0xC000),
+            "{ctx}: UDP source port {:?}",
             ours.sport
         );
     }
@@ -715,21 +473,12 @@ fn check_addressing(ctx: &str, ours: &Pkt, theirs: &Pkt, compare_sport: bool) {
     assert_eq!(ours.bth.tver, theirs.bth.tver, "{ctx}: TVer");
 }
 
-/// An AETH's class: ACK (any credit), RNR NAK (any timer), NAK code.
-fn aeth_class(s: u8) -> String {
-    match AethSyndrome::from_byte(s) {
-        AethSyndrome::Ack { .. } => "ACK".into(),
-        AethSyndrome::RnrNak { .. } => "RNR".into(),
-        AethSyndrome::Nak(c) => format!("NAK {c:?}"),
-        AethSyndrome::Reserved(b) => format!("reserved {b:#x}"),
-    }
-}
-
 /// A response of ours against the captured one with the same PSN.
 fn check_response(ctx: &str, ours: &Pkt, theirs: &Pkt) {
     let ctx = format!(
         "{ctx}: response PSN {} (frame {})",
-        theirs.bth.psn, theirs.number
+        theirs.bth.psn,
+        theirs.number()
     );
     assert_eq!(ours.name(), theirs.name(), "{ctx}: opcode");
     assert_eq!(ours.bth.dest_qp, theirs.bth.dest_qp, "{ctx}: QPN");
@@ -739,11 +488,11 @@ fn check_response(ctx: &str, ours: &Pkt, theirs: &Pkt) {
     match (ours.ext.aeth, theirs.ext.aeth) {
         (Some(o), Some(t)) => {
             assert_eq!(
-                aeth_class(o.syndrome),
-                aeth_class(t.syndrome),
+                AethClass::of(o.syndrome),
+                AethClass::of(t.syndrome),
                 "{ctx}: AETH"
             );
-            if aeth_class(o.syndrome) == "ACK" {
+            if AethClass::of(o.syndrome) == AethClass::Ack {
                 assert_eq!(o.syndrome, ACK_NO_CREDIT, "{ctx}: our credit field");
             }
             assert_eq!(o.msn, t.msn, "{ctx}: MSN");
@@ -766,7 +515,8 @@ fn check_response(ctx: &str, ours: &Pkt, theirs: &Pkt) {
 fn check_request(ctx: &str, ours: &Pkt, theirs: &Pkt) {
     let ctx = format!(
         "{ctx}: request frame {} PSN {}",
-        theirs.number, theirs.bth.psn
+        theirs.number(),
+        theirs.bth.psn
     );
     assert_eq!(ours.name(), theirs.name(), "{ctx}: opcode");
     assert_eq!(ours.bth.dest_qp, theirs.bth.dest_qp, "{ctx}: QPN");
@@ -809,42 +559,12 @@ struct ResponderReport {
     duplicates: usize,
 }
 
-/// A memory region of the responder: R_Key, IOVA, length.
-#[derive(Debug, Clone, Copy)]
-struct Region {
-    rkey: u32,
-    iova: u64,
-    len: u64,
-}
-
-fn regions(msgs: &[Msg]) -> Vec<Region> {
-    let mut spans: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    for m in msgs {
-        let (rkey, va, len) = match (m.reth, m.atomic) {
-            (Some(r), _) => (r.rkey, r.va, r.dma_len as u64),
-            (_, Some(a)) => (a.rkey, a.va, 8),
-            _ => continue,
-        };
-        let e = spans.entry(rkey).or_insert((va, va + len));
-        e.0 = e.0.min(va);
-        e.1 = e.1.max(va + len);
-    }
-    spans
-        .into_iter()
-        .map(|(rkey, (lo, hi))| Region {
-            rkey,
-            iova: lo,
-            len: (hi - lo).max(8),
-        })
-        .collect()
-}
-
-fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
+fn responder(cap: &Named, flow: &Flow) -> ResponderReport {
     let ctx = format!(
         "{} responder {}->{} QPN {:#x}",
         cap.name, flow.req_ip, flow.resp_ip, flow.resp_qpn
     );
-    let msgs = messages(flow);
+    let msgs = flow_messages(flow);
     let nrecv = msgs.iter().filter(|m| m.needs_recv()).count() as u32;
     let qkey = msgs.iter().find_map(|m| m.deth).map_or(0, |d| d.qkey);
     let mut s = side(
@@ -864,50 +584,32 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
     // Remote-access MRs under the captured R_Keys, with a model of their
     // contents: READ ranges preloaded with the captured READ response bytes,
     // atomic cells with the first original value each shows.
-    let regs = regions(&msgs);
-    let mut model: Vec<Vec<u8>> = regs.iter().map(|r| vec![0u8; r.len as usize]).collect();
-    let reg_of = |rkey: u32| regs.iter().position(|r| r.rkey == rkey).expect("region");
-    let mut preloaded: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); regs.len()];
+    // The capture must hold every READ response byte and each atomic's
+    // original value.
     for m in &msgs {
+        let resp = captured_responses_of(flow, m);
         match m.kind {
             OpKind::ReadRequest => {
+                let n: usize = resp.iter().map(|p| p.payload.len()).sum();
                 let r = m.reth.expect("RETH");
-                let k = reg_of(r.rkey);
-                let data: Vec<u8> = captured_responses_of(flow, m)
-                    .iter()
-                    .flat_map(|p| p.payload.clone())
-                    .collect();
-                assert_eq!(data.len(), r.dma_len as usize, "{ctx}: READ data captured");
-                for (i, b) in data.iter().enumerate() {
-                    let a = r.va + i as u64;
-                    if preloaded[k].insert(a) {
-                        model[k][(a - regs[k].iova) as usize] = *b;
-                    }
-                }
+                assert_eq!(n, r.dma_len as usize, "{ctx}: READ data captured");
             }
-            OpKind::Atomic => {
-                let a = m.atomic.expect("AtomicETH");
-                let k = reg_of(a.rkey);
-                let orig = captured_responses_of(flow, m)
-                    .first()
-                    .and_then(|p| p.ext.atomic_ack_eth)
-                    .expect("captured ATOMIC ACKNOWLEDGE")
-                    .orig;
-                if preloaded[k].insert(a.va) {
-                    let o = (a.va - regs[k].iova) as usize;
-                    // The responder keeps the cell in host byte order
-                    // (ROCEV2-DIGEST §5; rxe and mlx5 alike).
-                    model[k][o..o + 8].copy_from_slice(&orig.to_ne_bytes());
-                }
-            }
+            OpKind::Atomic => assert!(
+                resp.first().and_then(|p| p.ext.atomic_ack_eth).is_some(),
+                "{ctx}: captured ATOMIC ACKNOWLEDGE"
+            ),
             _ => {}
         }
     }
+    let regs = regions(&msgs, &[]);
+    let reg_of = |rkey: u32| regs.iter().position(|r| r.rkey == rkey).expect("region");
+    let responses: Vec<&Pkt> = flow.responses.iter().collect();
+    let mut model = preload(&regs, &msgs, &responses, flow.pmtu).images;
     let mut lkeys = Vec::new();
     for (r, m) in regs.iter().zip(&model) {
         let keys = s
             .dev
-            .reg_mr_with_rkey(s.pd, m.clone(), r.iova, all_remote(), r.rkey)
+            .reg_mr_with_rkey(s.pd, m.clone(), r.va, all_remote(), r.rkey)
             .expect("reg_mr_with_rkey");
         assert_eq!(keys.rkey, r.rkey);
         lkeys.push(keys.lkey);
@@ -945,9 +647,9 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
 
     // Feed every request in capture order; drain after each.
     let mut ours: Vec<Pkt> = Vec::new();
-    for (i, _) in &flow.requests {
-        let at = cap.frames[*i].0;
-        s.dev.handle_frame(at, &cap.frames[*i].1);
+    for p in &flow.requests {
+        let at = cap.cap.at(p.idx);
+        s.dev.handle_frame(at, &cap.cap.frames[p.idx].data);
         while let Some(o) = transmit_one(&mut s.dev, at) {
             ours.push(o);
         }
@@ -960,7 +662,7 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
     };
 
     // Addressing of everything we sent.
-    let proto = flow.responses.first().map(|(_, p)| p.clone());
+    let proto = flow.responses.first().cloned();
     for o in &ours {
         let ctx = format!("{ctx}: our response PSN {}", o.bth.psn);
         assert!(!o.is_request(), "{ctx}: we sent a request");
@@ -978,7 +680,6 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
     let cap_data: Vec<&Pkt> = flow
         .responses
         .iter()
-        .map(|(_, p)| p)
         .filter(|p| p.kind() != OpKind::Ack)
         .collect();
     assert_eq!(
@@ -1004,8 +705,8 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
     let ackreq: BTreeSet<u32> = flow
         .requests
         .iter()
-        .filter(|(_, p)| p.bth.ack_req)
-        .map(|(_, p)| rel(p.bth.psn, base))
+        .filter(|p| p.bth.ack_req)
+        .map(|p| rel(p.bth.psn, base))
         .collect();
     let our_acks: BTreeMap<u32, &Pkt> = ours
         .iter()
@@ -1015,7 +716,6 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
     let cap_acks: BTreeMap<u32, &Pkt> = flow
         .responses
         .iter()
-        .map(|(_, p)| p)
         .filter(|p| p.kind() == OpKind::Ack)
         .map(|p| (rel(p.bth.psn, base), p))
         .collect();
@@ -1040,8 +740,8 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
             o.bth.psn
         );
         assert_eq!(
-            aeth_class(o.ext.aeth.expect("AETH").syndrome),
-            "ACK",
+            AethClass::of(o.ext.aeth.expect("AETH").syndrome),
+            AethClass::Ack,
             "{ctx}: PSN {}",
             o.bth.psn
         );
@@ -1068,7 +768,7 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
             !ackreq.contains(r),
             "{ctx}: captured ACK for AckReq'd PSN {} (frame {}) missing from ours",
             t.bth.psn,
-            t.number
+            t.number()
         );
         assert!(
             our_last.is_some_and(|l| l >= *r),
@@ -1097,15 +797,15 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
                     continue;
                 }
                 let k = reg_of(r.rkey);
-                let o = (r.va - regs[k].iova) as usize;
+                let o = (r.va - regs[k].va) as usize;
                 model[k][o..o + m.data.len()].copy_from_slice(&m.data);
             }
             OpKind::Atomic => {
                 let a = m.atomic.expect("AtomicETH");
                 let k = reg_of(a.rkey);
-                let o = (a.va - regs[k].iova) as usize;
+                let o = (a.va - regs[k].va) as usize;
                 let cur = u64::from_ne_bytes(model[k][o..o + 8].try_into().unwrap());
-                let new = match m.wr_opcode() {
+                let new = match m.wr_opcode().expect("atomic") {
                     WrOpcode::AtomicCmpAndSwp if cur == a.compare => a.swap_add,
                     WrOpcode::AtomicCmpAndSwp => cur,
                     _ => cur.wrapping_add(a.swap_add),
@@ -1153,7 +853,7 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
                 );
                 assert!(wc.wc_flags.contains(WcFlags::GRH), "{ctx}: GRH flag");
                 assert_eq!(wc.network_hdr_type, NetworkHdrType::Ipv4, "{ctx}");
-                let hdr = &flow.requests[m.pkts[0]].1.ipv4_header;
+                let hdr = &flow.requests[m.pkts[0]].ipv4_header;
                 assert_eq!(hdr.len(), 20, "{ctx}: captured IPv4 header");
                 assert!(buf[..20].iter().all(|b| *b == 0), "{ctx}: GRH area 0..20");
                 assert!(
@@ -1195,7 +895,7 @@ fn responder(cap: &Capture, flow: &Flow) -> ResponderReport {
 /// same), i.e. the number of messages of the flow, the capture's last MSN.
 fn duplicates(
     ctx: &str,
-    cap: &Capture,
+    cap: &Named,
     flow: &Flow,
     msgs: &[Msg],
     s: &mut Side,
@@ -1210,7 +910,7 @@ fn duplicates(
     // Every READ/atomic must still have its responder resource (16 here).
     assert!(rd_atomic <= 16, "{ctx}: more READ/atomics than resources");
     let final_msn = msgs.len() as u32 & 0x00FF_FFFF;
-    if let Some((_, last)) = flow.responses.last() {
+    if let Some(last) = flow.responses.last() {
         if let Some(a) = last.ext.aeth {
             assert_eq!(a.msn, final_msn, "{ctx}: captured final MSN");
         }
@@ -1223,14 +923,12 @@ fn duplicates(
         .requests
         .iter()
         .rev()
-        .find(|(_, p)| p.kind() != OpKind::ReadRequest)
-        .map_or(flow.first_psn.wrapping_sub(1) & 0x00FF_FFFF, |(_, p)| {
-            p.bth.psn
-        });
-    let at = cap.frames.last().map_or(Instant::ZERO, |f| f.0);
+        .find(|p| p.kind() != OpKind::ReadRequest)
+        .map_or(flow.first_psn.wrapping_sub(1) & 0x00FF_FFFF, |p| p.bth.psn);
+    let at = cap.cap.at(cap.cap.frames.len().saturating_sub(1));
     let mut out = Vec::new();
-    for (i, _) in &flow.requests {
-        s.dev.handle_frame(at, &cap.frames[*i].1);
+    for p in &flow.requests {
+        s.dev.handle_frame(at, &cap.cap.frames[p.idx].data);
         while let Some(o) = transmit_one(&mut s.dev, at) {
             out.push(o);
         }
@@ -1252,7 +950,6 @@ fn duplicates(
     let cap_data: Vec<&Pkt> = flow
         .responses
         .iter()
-        .map(|(_, p)| p)
         .filter(|p| p.kind() != OpKind::Ack)
         .collect();
     let out_data: Vec<&Pkt> = out.iter().filter(|p| p.kind() != OpKind::Ack).collect();
@@ -1266,7 +963,7 @@ fn duplicates(
         assert_eq!(o.ext.atomic_ack_eth, t.ext.atomic_ack_eth, "{c}: orig");
         assert_eq!(o.ext.aeth.is_some(), t.ext.aeth.is_some(), "{c}: AETH");
         if let (Some(a), Some(ta)) = (o.ext.aeth, t.ext.aeth) {
-            assert_eq!(aeth_class(a.syndrome), "ACK", "{c}");
+            assert_eq!(AethClass::of(a.syndrome), AethClass::Ack, "{c}");
             // A replay carries the MSN of the captured original answer.
             assert_eq!(a.msn, ta.msn, "{c}: MSN of the original response");
         }
@@ -1274,7 +971,7 @@ fn duplicates(
     let sw_pkts = flow
         .requests
         .iter()
-        .filter(|(_, p)| matches!(p.kind(), OpKind::Send | OpKind::Write))
+        .filter(|p| matches!(p.kind(), OpKind::Send | OpKind::Write))
         .count();
     let acks: Vec<&Pkt> = out.iter().filter(|p| p.kind() == OpKind::Ack).collect();
     assert_eq!(
@@ -1299,7 +996,6 @@ fn duplicates(
     if let Some(t) = flow
         .responses
         .iter()
-        .map(|(_, p)| p)
         .find(|p| p.kind() == OpKind::Ack && p.bth.psn == last_psn)
     {
         assert_eq!(t.ext.aeth.map(|a| a.msn), Some(ack_msn), "{ctx}: captured");
@@ -1337,7 +1033,7 @@ struct RequesterReport {
 /// handed over twice in a row (a duplicating network): the copy must change
 /// nothing (IBTA 1.7 §9.7.5.1: responses for PSNs already acknowledged are
 /// ignored) and is counted in `resp_duplicate`.
-fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport {
+fn requester(cap: &Named, flow: &Flow, dup_responses: bool) -> RequesterReport {
     let ctx = format!(
         "{} requester{} {}->{} QPN {:#x}",
         cap.name,
@@ -1350,7 +1046,7 @@ fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport
         flow.resp_ip,
         flow.req_qpn
     );
-    let msgs = messages(flow);
+    let msgs = flow_messages(flow);
     let qkey = msgs.iter().find_map(|m| m.deth).map_or(0, |d| d.qkey);
     let mut s = side(
         flow.qp_type,
@@ -1367,18 +1063,7 @@ fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport
     );
     // One local MR: each message's bytes (SEND/WRITE source, READ sink,
     // atomic result) at its own 64-byte aligned offset.
-    let mut offs = Vec::new();
-    let mut total = 0u64;
-    for m in &msgs {
-        offs.push(total);
-        total += (m.len() as u64).next_multiple_of(64).max(64);
-    }
-    let mut mem = vec![0u8; total as usize];
-    for (m, o) in msgs.iter().zip(&offs) {
-        if matches!(m.kind, OpKind::Send | OpKind::Write) {
-            mem[*o as usize..][..m.data.len()].copy_from_slice(&m.data);
-        }
-    }
+    let (mem, offs) = capture::local_memory(&msgs);
     let iova = 0x10_0000u64;
     let mr = s
         .dev
@@ -1390,27 +1075,7 @@ fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport
             length: m.len(),
             lkey: mr.lkey,
         }];
-        let list: &[Sge] = if m.len() == 0 { &[] } else { &sge };
-        let mut wr = SendWr::new(k as u64, m.wr_opcode(), list);
-        if m.solicited {
-            wr.send_flags |= SendFlags::SOLICITED;
-        }
-        wr.imm_data = m.imm.unwrap_or(0);
-        wr.invalidate_rkey = m.inv.unwrap_or(0);
-        if let Some(r) = m.reth {
-            wr.remote_addr = r.va;
-            wr.rkey = r.rkey;
-        }
-        if let Some(a) = m.atomic {
-            wr.remote_addr = a.va;
-            wr.rkey = a.rkey;
-            if wr.opcode == WrOpcode::AtomicCmpAndSwp {
-                wr.compare_add = a.compare;
-                wr.swap = a.swap_add;
-            } else {
-                wr.compare_add = a.swap_add;
-            }
-        }
+        let mut wr = m.work_request(k as u64, &sge).expect("work request");
         if flow.qp_type == QpType::Ud {
             let d = m.deth.expect("DETH");
             wr.ud = Some(UdDest {
@@ -1427,14 +1092,15 @@ fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport
     };
 
     // Lock step over the capture.
-    let req_at: BTreeMap<usize, &Pkt> = flow.requests.iter().map(|(i, p)| (*i, p)).collect();
-    let resp_at: BTreeMap<usize, &Pkt> = flow.responses.iter().map(|(i, p)| (*i, p)).collect();
-    for (i, (at, raw)) in cap.frames.iter().enumerate() {
+    let req_at: BTreeMap<usize, &Pkt> = flow.requests.iter().map(|p| (p.idx, p)).collect();
+    let resp_at: BTreeMap<usize, &Pkt> = flow.responses.iter().map(|p| (p.idx, p)).collect();
+    for (i, f) in cap.cap.frames.iter().enumerate() {
+        let (at, raw) = (&cap.cap.at(i), &f.data);
         if let Some(t) = req_at.get(&i) {
             let o = transmit_one(&mut s.dev, *at).unwrap_or_else(|| {
                 panic!(
                     "{ctx}: nothing to send where the capture has frame {} ({} PSN {}); counters {:?}",
-                    t.number,
+                    t.number(),
                     t.name(),
                     t.bth.psn,
                     s.dev.counters()
@@ -1443,7 +1109,7 @@ fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport
             rep.emitted += 1;
             check_request(&ctx, &o, t);
             check_addressing(
-                &format!("{ctx}: frame {}", t.number),
+                &format!("{ctx}: frame {}", t.number()),
                 &o,
                 t,
                 flow.qp_type != QpType::Ud,
@@ -1453,7 +1119,7 @@ fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport
                 // own QPN alone.
                 assert_eq!(
                     t.sport,
-                    rxe_initial_sport(flow.req_qpn),
+                    Some(rxe_initial_sport(flow.req_qpn)),
                     "{ctx}: captured rxe UD source port"
                 );
             }
@@ -1469,7 +1135,7 @@ fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport
             }
         }
     }
-    let end = cap.frames.last().map_or(Instant::ZERO, |f| f.0);
+    let end = cap.cap.at(cap.cap.frames.len().saturating_sub(1));
     if let Some(extra) = transmit_one(&mut s.dev, end) {
         panic!(
             "{ctx}: we still send {} PSN {} after the capture ends",
@@ -1491,7 +1157,8 @@ fn requester(cap: &Capture, flow: &Flow, dup_responses: bool) -> RequesterReport
     let local = s.dev.mr(mr.lkey).expect("MR").as_slice().to_vec();
     for ((wc, m), o) in wcs.iter().zip(&msgs).zip(&offs) {
         let ctx = format!("{ctx}: WQE {} (PSN {})", wc.wr_id, m.first_psn);
-        assert_eq!(wc.opcode, m.wr_opcode().wc_opcode(), "{ctx}: opcode");
+        let op = m.wr_opcode().expect("work request");
+        assert_eq!(wc.opcode, op.wc_opcode(), "{ctx}: opcode");
         assert_eq!(wc.byte_len, m.len(), "{ctx}: byte_len");
         let got = &local[*o as usize..][..m.len() as usize];
         match m.kind {

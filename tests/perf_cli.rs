@@ -7,25 +7,29 @@
 //! "Segmentation"): a message of L bytes at path MTU P is `ceil(L / P)` packets
 //! (FIRST, MIDDLE..., LAST), an RDMA READ is one request and `ceil(L / P)`
 //! responses, an atomic one request and one ATOMIC ACKNOWLEDGE. The opcode names
-//! are the IBTA's (Table 38). No test asserts a time or a rate.
+//! are the IBTA's (Table 38). A capture taken over the `udp` backend is
+//! checked with the independent ICRC reference (`tests/common/icrc_ref.rs`,
+//! the `crc` crate) and read by tshark. No test asserts a time or a rate.
 
-use std::collections::HashMap;
+mod common;
+#[path = "support/perf_output.rs"]
+mod perf_output;
+
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::roce;
+use perf_output::{dropped, row as result_row};
 
 use serde_json::Value;
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .output()
-        .expect("run roce")
+    roce().args(args).output().expect("run roce")
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perf_cli");
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    dir.join(name)
+    common::tmp("perf_cli", name)
 }
 
 fn stdout(out: &Output) -> String {
@@ -44,21 +48,6 @@ fn assert_verified(out: &Output, what: &str) -> String {
     assert!(err.is_empty(), "{what}: stderr {err:?}");
     assert!(text.contains("data verified: OK"), "{what}: {text}");
     text
-}
-
-/// The values of the result row under the `#bytes` header line.
-fn result_row(text: &str) -> Vec<String> {
-    let mut lines = text.lines();
-    lines
-        .by_ref()
-        .find(|l| l.trim_start().starts_with("#bytes"))
-        .expect("table header");
-    lines
-        .next()
-        .expect("result row")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
 }
 
 const BW_HEADER: [&str; 5] = [
@@ -460,4 +449,73 @@ fn a_run_of_more_operations_than_are_stamped_counts_them() {
     // Below the limit, no note.
     let text = assert_verified(&run(&["perf", "write", "-s", "2", "-n", "1000"]), "-n 1000");
     assert!(!text.contains("counts completions"), "{text}");
+}
+
+/// The `N` of ` pcap: N frames written to ...`.
+fn pcap_frames(text: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("pcap: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no pcap line in {text}"))
+}
+
+/// `--loss` and `--pcap` work on the `udp` backend, not only on `mem`: the
+/// run verifies, the client's lost frames are counted, and the capture
+/// holds every frame the wire delivered once: as many as the run reports,
+/// each with an ICRC the independent reference verifies, and (as tshark
+/// reads them) every one of the 200 messages' WRITE FIRST PSNs.
+#[test]
+fn loss_and_pcap_work_on_the_udp_backend() {
+    let path = tmp("udp-loss.pcap");
+    let _ = std::fs::remove_file(&path);
+    let p = path.to_str().expect("utf-8");
+    let text = assert_verified(
+        &run(&[
+            "perf",
+            "write",
+            "--backend",
+            "udp",
+            "-n",
+            "200",
+            "-s",
+            "8K",
+            "--loss",
+            "0.05",
+            "--seed",
+            "5",
+            "--pcap",
+            p,
+        ]),
+        "udp --loss --pcap",
+    );
+    assert!(text.contains("Loss: 0.05 (seed 5)"), "{text}");
+    assert!(dropped(&text)[0] > 0, "{text}");
+    let frames = common::read_pcap(&path);
+    assert_eq!(frames.len() as u64, pcap_frames(&text), "{text}");
+    for (i, f) in frames.iter().enumerate() {
+        let loc = common::icrc_ref::locate(f)
+            .unwrap_or_else(|| panic!("frame {}: not RoCEv2 to 4791", i + 1));
+        assert_eq!(
+            common::icrc_ref::reference_icrc(loc.form, loc.covered).to_le_bytes(),
+            loc.wire,
+            "frame {}: ICRC",
+            i + 1
+        );
+    }
+    let Some(bin) = common::tshark() else { return };
+    let rows = common::tshark_fields(
+        &bin,
+        &path,
+        &[],
+        &["infiniband.bth.opcode", "infiniband.bth.psn"],
+    );
+    assert_eq!(rows.len(), frames.len(), "tshark's frames");
+    // RC RDMA WRITE FIRST is opcode 6 (IBTA 1.7 Table 38).
+    let first_psns: BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r.get("infiniband.bth.opcode").map(String::as_str) == Some("6"))
+        .filter_map(|r| r.get("infiniband.bth.psn").map(String::as_str))
+        .collect();
+    assert_eq!(first_psns.len(), 200, "WRITE FIRST PSNs in the capture");
 }

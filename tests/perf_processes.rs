@@ -5,6 +5,8 @@
 //! data is verified (by the server for WRITE, SEND and ATOMIC, by the
 //! client for READ).
 
+#[path = "common/icrc_ref.rs"]
+mod icrc_ref;
 #[path = "support/perf_output.rs"]
 mod perf_output;
 
@@ -12,7 +14,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Child, Command, Stdio};
 
-use perf_output::{row, text, total};
+use perf_output::{dropped, finish_pair, text};
 
 fn roce() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce"))
@@ -52,6 +54,19 @@ fn run_pair_during(
     extra: &[&str],
     during: impl FnOnce(u16, &mut Child),
 ) -> (String, String) {
+    run_pair_sides(op, size, iters, extra, [&[], &[]], during)
+}
+
+/// [`run_pair_during`], with `sides` = [server's, client's] own extra
+/// arguments.
+fn run_pair_sides(
+    op: &str,
+    size: u64,
+    iters: u64,
+    extra: &[&str],
+    sides: [&[&str]; 2],
+    during: impl FnOnce(u16, &mut Child),
+) -> (String, String) {
     let (_, us, uc) = free_ports();
     let common = |tcp: u16, udp: u16| -> Vec<String> {
         let mut v: Vec<String> = [
@@ -79,6 +94,7 @@ fn run_pair_during(
     // The server listens on a port of the system's choosing (-p 0) and
     // says which.
     let mut sa = common(0, us);
+    sa.extend(sides[0].iter().map(|s| s.to_string()));
     sa.push("--server".into());
     let mut server = spawn(&sa);
     let mut sout = BufReader::new(server.stdout.take().expect("stdout"));
@@ -94,46 +110,17 @@ fn run_pair_during(
         first + &rest
     });
     let mut ca = common(tcp, uc);
+    ca.extend(sides[1].iter().map(|s| s.to_string()));
     ca.extend(["--client".to_string(), "127.0.0.1".to_string()]);
     // The client retries the connection while the server starts.
     let mut client = spawn(&ca);
     during(us, &mut client);
-    let c = client.wait_with_output().expect("client");
-    if !c.status.success() {
-        // A client that never connected leaves the server waiting.
-        let _ = server.kill();
-    }
-    let s = server.wait_with_output().expect("server");
-    let (ct, ce) = text(&c);
-    let (_, se) = text(&s);
-    let st = reader.join().expect("server stdout");
-    assert_eq!(
-        c.status.code(),
-        Some(0),
-        "{op} client: {ct}\n{ce}\nserver: {st}\n{se}"
-    );
-    assert_eq!(
-        s.status.code(),
-        Some(0),
-        "{op} server: {st}\n{se}\nclient: {ct}\n{ce}"
-    );
-    for (who, t) in [("client", &ct), ("server", &st)] {
-        assert!(t.contains("data verified: OK"), "{op} {who}: {t}");
-        assert!(t.contains(&format!("Side: {who}")), "{op} {who}: {t}");
-        let r = row(t);
-        assert_eq!(r[0], size.to_string(), "{op} {who}: #bytes");
-        assert_eq!(r[1], iters.to_string(), "{op} {who}: #iterations");
-        // -n is per QP (perftest): bytes = QPs x iterations x size.
-        let qps: u64 = extra
-            .iter()
-            .position(|a| *a == "-q")
-            .map_or(1, |i| extra[i + 1].parse().expect("-q"));
-        assert_eq!(
-            total(t),
-            (qps * iters * size, qps * iters),
-            "{op} {who}: Total"
-        );
-    }
+    let qps: u64 = extra
+        .iter()
+        .position(|a| *a == "-q")
+        .map_or(1, |i| extra[i + 1].parse().expect("-q"));
+    let stdout = Box::new(move || reader.join().expect("server stdout"));
+    let ((ct, _), (st, _)) = finish_pair(op, (size, iters, qps), client, server, Some(stdout));
     (ct, st)
 }
 
@@ -252,4 +239,65 @@ fn garbage_datagrams_are_counted_as_drops_not_retransmissions() {
         let r = r.split(" Received frames").next().unwrap_or(r);
         assert!(!r.contains("rx_parse_drops"), "{s}");
     }
+}
+
+/// `--loss` and `--pcap` between processes (they were for `mem` only):
+/// each side drops from what it sends, with its own probability, and
+/// records what it sent and received. Oracle for the captures: the
+/// independent ICRC reference (`tests/common/icrc_ref.rs`) and the IBTA's
+/// opcode numbers: the client's capture holds each of the 300 WRITE ONLY
+/// PSNs (4 KiB at PMTU 4096: one packet each) and the ACKs it received, the
+/// server's the WRITEs it received and the ACKs it sent.
+#[test]
+fn loss_and_pcap_between_processes_over_udp() {
+    let dir = std::env::temp_dir().join(format!("roce-perf-processes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (sp, cp) = (dir.join("server.pcap"), dir.join("client.pcap"));
+    let (c, s) = run_pair_sides(
+        "write",
+        4096,
+        300,
+        &["--seed", "3"],
+        [
+            &["--loss", "0.01", "--pcap", sp.to_str().unwrap()],
+            &["--loss", "0.05", "--pcap", cp.to_str().unwrap()],
+        ],
+        |_, _| {},
+    );
+    assert!(c.contains("Loss: 0.05 (seed 3)"), "{c}");
+    assert!(s.contains("Loss: 0.01 (seed 3)"), "{s}");
+    let (cd, sd) = (dropped(&c), dropped(&s));
+    assert!(cd[0] > 0 && cd[1] == 0, "client: {c}");
+    assert_eq!(sd[0], 0, "server: {s}");
+    for (who, path, text) in [("client", &cp, &c), ("server", &sp, &s)] {
+        let frames = roce_io::pcap::read_timed(path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            text.contains(&format!(" pcap: {} frames written to", frames.len())),
+            "{who}: {text}"
+        );
+        let mut write_psns = std::collections::BTreeSet::new();
+        let mut acks = 0;
+        for (i, f) in frames.iter().enumerate() {
+            let loc = icrc_ref::locate(&f.data)
+                .unwrap_or_else(|| panic!("{who} frame {}: not RoCEv2", i + 1));
+            assert_eq!(
+                icrc_ref::reference_icrc(loc.form, loc.covered).to_le_bytes(),
+                loc.wire,
+                "{who} frame {}: ICRC",
+                i + 1
+            );
+            // The BTH follows the 20-byte IPv4 and 8-byte UDP headers.
+            let bth = &loc.covered[28..40];
+            match bth[0] {
+                0x0A => {
+                    write_psns.insert(u32::from_be_bytes([0, bth[9], bth[10], bth[11]]));
+                }
+                0x11 => acks += 1,
+                op => panic!("{who} frame {}: opcode {op:#04x}", i + 1),
+            }
+        }
+        assert_eq!(write_psns.len(), 300, "{who}: RC RDMA WRITE ONLY PSNs");
+        assert!(acks > 0, "{who}: RC ACKNOWLEDGE frames");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

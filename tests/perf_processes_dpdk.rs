@@ -15,13 +15,15 @@
 
 #[path = "support/perf_output.rs"]
 mod perf_output;
+#[path = "support/root.rs"]
+mod root;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use perf_output::{row, text, total};
+use perf_output::{finish_pair, text};
 
 /// The client's and the server's device addresses (distinct: each is the
 /// other's GID in the address vector).
@@ -31,22 +33,7 @@ const CLIENT_MAC: &str = "02:00:0a:4d:00:01";
 const SERVER_MAC: &str = "02:00:0a:4d:00:02";
 
 fn skip() -> bool {
-    if std::env::var("ROCE_SKIP_ROOT_TESTS").as_deref() == Ok("1") {
-        eprintln!("ROCE_SKIP_ROOT_TESTS=1: skipping tests/perf_processes_dpdk.rs");
-        return true;
-    }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("?");
-    assert_eq!(
-        euid, "0",
-        "tests/perf_processes_dpdk.rs runs DPDK's EAL: run it as root, or set \
-         ROCE_SKIP_ROOT_TESTS=1 to skip it"
-    );
-    false
+    !root::may_run("tests/perf_processes_dpdk.rs", "runs DPDK's EAL", &[])
 }
 
 /// A name no other run (or test of this run) uses: pid and a counter.
@@ -166,7 +153,7 @@ fn run_pair_on(
         ]);
         v
     };
-    let mut server = spawn(&args(
+    let server = spawn(&args(
         "server",
         SERVER_IP,
         SERVER_MAC,
@@ -182,33 +169,8 @@ fn run_pair_on(
         &guard.prefixes[1],
         lcores[1],
     ));
-    let c = client.wait_with_output().expect("client");
-    if !c.status.success() {
-        // A client that never connected leaves the server waiting.
-        let _ = server.kill();
-    }
-    let s = server.wait_with_output().expect("server");
+    let ((ct, ce), (st, se)) = finish_pair(op, (size, iters, 1), client, server, None);
     drop(guard);
-    let (ct, ce) = text(&c);
-    let (st, se) = text(&s);
-    assert_eq!(
-        c.status.code(),
-        Some(0),
-        "{op} client: {ct}\n{ce}\nserver: {st}\n{se}"
-    );
-    assert_eq!(
-        s.status.code(),
-        Some(0),
-        "{op} server: {st}\n{se}\nclient: {ct}\n{ce}"
-    );
-    for (who, t) in [("client", &ct), ("server", &st)] {
-        assert!(t.contains("data verified: OK"), "{op} {who}: {t}");
-        assert!(t.contains(&format!("Side: {who}")), "{op} {who}: {t}");
-        let r = row(t);
-        assert_eq!(r[0], size.to_string(), "{op} {who}: #bytes");
-        assert_eq!(r[1], iters.to_string(), "{op} {who}: #iterations");
-        assert_eq!(total(t), (iters * size, iters), "{op} {who}: Total");
-    }
     (ct, st, ce, se)
 }
 

@@ -143,7 +143,7 @@ fn handshake(s: &Server, udp: &UdpSocket, seed: u64) -> (BufReader<TcpStream>, A
 /// An RC RDMA WRITE Only (opcode 0x0A) with AckReq, as the UDP payload
 /// (BTH, RETH, payload, ICRC) that a sender at `from` puts in a datagram to
 /// `to`. The ICRC covers the IPv4 header the receiving backend rebuilds
-/// (identification 0 with DF, destination port 4791: `src/backend/udp.rs`),
+/// (identification 0 with DF, destination port 4791: `io/src/udp.rs`),
 /// per ROCEV2-DIGEST §4.
 fn write_only(
     from: SocketAddr,

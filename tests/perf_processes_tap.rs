@@ -32,7 +32,7 @@ mod perf_output;
 use std::net::TcpListener;
 use std::process::{Child, Stdio};
 
-use perf_output::{row, text, total};
+use perf_output::finish_pair;
 
 use netns::{sh, Netns, BRIDGE};
 
@@ -115,37 +115,12 @@ fn run_pair(w: &Wire, op: &str, size: u64, iters: u64) -> (String, String) {
     };
     let mut sa = args(&w.n.taps[1], SERVER_IP, SERVER_MAC);
     sa.push("--server".into());
-    let mut server = spawn(w, &sa);
+    let server = spawn(w, &sa);
     let mut ca = args(&w.n.taps[0], CLIENT_IP, CLIENT_MAC);
     ca.extend(["--client".to_string(), "127.0.0.1".to_string()]);
     // The client retries the side channel while the server starts.
     let client = spawn(w, &ca);
-    let c = client.wait_with_output().expect("client");
-    if !c.status.success() {
-        // A client that never connected leaves the server waiting.
-        let _ = server.kill();
-    }
-    let s = server.wait_with_output().expect("server");
-    let (ct, ce) = text(&c);
-    let (st, se) = text(&s);
-    assert_eq!(
-        c.status.code(),
-        Some(0),
-        "{op} client: {ct}\n{ce}\nserver: {st}\n{se}"
-    );
-    assert_eq!(
-        s.status.code(),
-        Some(0),
-        "{op} server: {st}\n{se}\nclient: {ct}\n{ce}"
-    );
-    for (who, t) in [("client", &ct), ("server", &st)] {
-        assert!(t.contains("data verified: OK"), "{op} {who}: {t}");
-        assert!(t.contains(&format!("Side: {who}")), "{op} {who}: {t}");
-        let r = row(t);
-        assert_eq!(r[0], size.to_string(), "{op} {who}: #bytes");
-        assert_eq!(r[1], iters.to_string(), "{op} {who}: #iterations");
-        assert_eq!(total(t), (iters * size, iters), "{op} {who}: Total");
-    }
+    let ((ct, _), (st, _)) = finish_pair(op, (size, iters, 1), client, server, None);
     (ct, st)
 }
 

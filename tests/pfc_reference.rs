@@ -23,6 +23,7 @@ use std::path::Path;
 use roce_stack::pfc::{GeneratorConfig, PfcGenerator, Thresholds};
 use roce_stack::time::Instant;
 use roce_stack::wire::pfc::{MacControl, PauseRepr, PfcRepr, OPCODE_PAUSE, OPCODE_PFC};
+use roce_stack::wire::{classify, Frame};
 
 const FIELDS: &[&str] = &[
     "frame.number",
@@ -108,30 +109,14 @@ fn pcap_path() -> std::path::PathBuf {
     common::shared_dir().join("reference/pfc.pcap")
 }
 
-fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    let mut r = pcap_file::pcap::PcapReader::new(&data[..]).expect("pcap header");
-    let mut frames = Vec::new();
-    while let Some(p) = r.next_packet() {
-        frames.push(p.expect("pcap record").data.into_owned());
-    }
-    frames
-}
-
 fn write_pcap(path: &Path, frames: &[(Instant, Vec<u8>)]) {
-    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-    let header = PcapHeader {
-        snaplen: 65535,
-        datalink: pcap_file::DataLink::ETHERNET,
-        ..PcapHeader::default()
-    };
-    let mut w = PcapWriter::with_header(Vec::new(), header).expect("pcap header");
-    for (t, f) in frames {
-        let ts = std::time::Duration::from_nanos(t.as_nanos());
-        w.write_packet(&PcapPacket::new(ts, f.len() as u32, f))
-            .expect("pcap record");
-    }
-    std::fs::write(path, w.into_writer()).expect("write pcap");
+    let bytes = roce_io::pcap::write::to_vec(
+        frames
+            .iter()
+            .map(|(t, f)| (std::time::Duration::from_nanos(t.as_nanos()), f.as_slice())),
+        roce_io::pcap::Resolution::Micro,
+    );
+    std::fs::write(path, bytes).expect("write pcap");
 }
 
 fn emit(mc: &MacControl, src: [u8; 6]) -> Vec<u8> {
@@ -152,7 +137,7 @@ fn poll(g: &mut PfcGenerator, now: Instant) -> Vec<u8> {
 /// from our parser's decode.
 #[test]
 fn pfc_pcap_frames_rebuilt_byte_exact() {
-    let frames = read_pcap(&pcap_path());
+    let frames = common::read_pcap(&pcap_path());
     assert_eq!(frames.len(), 3);
     for f in &frames {
         assert_eq!(f.len(), 60);
@@ -189,7 +174,7 @@ fn pfc_pcap_frames_rebuilt_byte_exact() {
 fn pfc_pcap_tshark_decode_rebuilds_the_frames() {
     let Some(bin) = common::tshark() else { return };
     let path = pcap_path();
-    let frames = read_pcap(&path);
+    let frames = common::read_pcap(&path);
     let rows = tshark_rows(&bin, &path);
     assert_eq!(rows.len(), frames.len());
     let expected = [
@@ -294,4 +279,54 @@ fn generator_output_decodes_in_tshark() {
             "{at}: our parser"
         );
     }
+}
+
+#[test]
+/// CASES R32: the builder's PAUSE, PFC XOFF and PFC XON frames equal
+/// pfc.pcap's and the hex lines of vectors.txt.
+fn r32_pfc_pause_match_reference_pcap_and_vectors() {
+    // pfc.pcap, as tshark 4.0 decodes it: (1) PAUSE pause_time 65535,
+    // (2) PFC enable 0x0008 (C3) C3 time 65535, (3) PFC enable 0x0008 C3 time 0;
+    // all from 02:00:00:00:00:01, 60 bytes.
+    let frames = common::read_pcap(&pcap_path());
+    assert_eq!(frames.len(), 3);
+    let ours = [
+        emit(&MacControl::Pause(PauseRepr { quanta: 0xFFFF }), PCAP_SRC),
+        emit(&MacControl::Pfc(PfcRepr::xoff(3, 0xFFFF)), PCAP_SRC),
+        emit(&MacControl::Pfc(PfcRepr::xon(3)), PCAP_SRC),
+    ];
+    for (i, (theirs, ours)) in frames.iter().zip(&ours).enumerate() {
+        assert_eq!(theirs, ours, "pfc.pcap frame {}", i + 1);
+    }
+    // The same three as hex lines at the end of vectors.txt.
+    let vectors: Vec<(String, Vec<u8>)> = common::reference_vectors()
+        .into_iter()
+        .filter(|(n, _)| n.contains("PAUSE") || n.contains("PFC"))
+        .collect();
+    assert_eq!(vectors.len(), 3);
+    for (name, hex) in &vectors {
+        let want = if name.contains("PAUSE") {
+            &ours[0]
+        } else if name.contains("XOFF") {
+            &ours[1]
+        } else {
+            assert!(name.contains("XON"), "{name}");
+            &ours[2]
+        };
+        assert_eq!(hex, want, "{name}");
+    }
+    // And they parse to what tshark shows.
+    assert_eq!(
+        MacControl::parse(&frames[0]),
+        Ok(MacControl::Pause(PauseRepr { quanta: 65535 }))
+    );
+    assert_eq!(
+        MacControl::parse(&frames[1]),
+        Ok(MacControl::Pfc(PfcRepr {
+            class_enable: 0x0008,
+            quanta: [0, 0, 0, 65535, 0, 0, 0, 0],
+        }))
+    );
+    assert!(matches!(classify(&frames[0]), Frame::Pause(_, _)));
+    assert!(matches!(classify(&frames[2]), Frame::Pfc(_, _)));
 }

@@ -21,20 +21,16 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use roce_stack::wire::opcode::OpKind;
-use roce_stack::wire::{AethSyndrome, BthRepr, ExtHeaders, RocePacket};
+use common::roce;
 
-fn roce() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-}
+use roce::capture::{AethClass, Capture, Pkt};
+use roce_stack::wire::opcode::OpKind;
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("roce-replay-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d.join(name)
+    common::tmp("replay_cli", name)
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -47,62 +43,6 @@ fn shared_capture(name: &str) -> PathBuf {
     common::shared_dir()
         .join("captures")
         .join(format!("{name}.pcap"))
-}
-
-#[derive(Debug, Clone)]
-struct Pkt {
-    number: usize,
-    src: IpAddr,
-    dst: IpAddr,
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    bth: BthRepr,
-    ext: ExtHeaders,
-    payload: Vec<u8>,
-}
-
-impl Pkt {
-    fn kind(&self) -> OpKind {
-        self.bth.opcode.info().kind
-    }
-    fn is_request(&self) -> bool {
-        self.bth.opcode.info().is_request
-    }
-}
-
-/// Every frame of a pcap: (frame number, bytes).
-fn frames(path: &Path) -> Vec<(usize, Vec<u8>)> {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut r = pcap_file::pcap::PcapReader::new(&data[..]).expect("pcap header");
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        let p = p.expect("pcap record");
-        out.push((out.len() + 1, p.data.into_owned()));
-    }
-    out
-}
-
-fn parse(number: usize, raw: &[u8]) -> Option<Pkt> {
-    let p = RocePacket::parse(raw).ok()?;
-    Some(Pkt {
-        number,
-        src: p.net().src(),
-        dst: p.net().dst(),
-        src_mac: p.l2().src,
-        dst_mac: p.l2().dst,
-        bth: p.bth(),
-        ext: p.ext().to_headers(),
-        payload: p.payload().to_vec(),
-    })
-}
-
-fn class(s: u8) -> String {
-    match AethSyndrome::from_byte(s) {
-        AethSyndrome::Ack { .. } => "ACK".into(),
-        AethSyndrome::RnrNak { .. } => "RNR".into(),
-        AethSyndrome::Nak(c) => format!("NAK {c:?}"),
-        AethSyndrome::Reserved(b) => format!("reserved {b:#x}"),
-    }
 }
 
 /// One replay case: the capture, the QPN played and its host, the peer's
@@ -166,10 +106,9 @@ fn run_case(c: &Case) -> (usize, usize) {
         c.what
     );
 
-    let captured: Vec<Pkt> = frames(&c.capture)
-        .iter()
-        .filter_map(|(n, f)| parse(*n, f))
-        .collect();
+    let captured = Capture::load(&c.capture)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .pkts;
     // The peer: the source of the requests to the QP at its IP.
     let to_qp: Vec<&Pkt> = captured
         .iter()
@@ -181,17 +120,17 @@ fn run_case(c: &Case) -> (usize, usize) {
         .iter()
         .filter(|p| p.src == c.ip && p.dst == peer_ip && p.bth.dest_qp == c.peer_qpn)
         .collect();
-    let ours_raw = frames(&out_path);
-    let ours: Vec<Pkt> = ours_raw
-        .iter()
-        .map(|(n, f)| {
-            parse(*n, f).unwrap_or_else(|| {
-                panic!("{}: our frame {n} does not parse strictly (ICRC)", c.what)
-            })
-        })
-        .collect();
+    let out_cap = Capture::load(&out_path).unwrap_or_else(|e| panic!("{e}"));
+    let parsed: Vec<usize> = out_cap.pkts.iter().map(|p| p.idx).collect();
+    assert_eq!(
+        parsed,
+        (0..out_cap.frames.len()).collect::<Vec<_>>(),
+        "{}: every frame of ours parses strictly (ICRC)",
+        c.what
+    );
+    let ours = out_cap.pkts;
     for o in &ours {
-        let ctx = format!("{}: our frame {}", c.what, o.number);
+        let ctx = format!("{}: our frame {}", c.what, o.number());
         assert_eq!((o.src, o.dst), (c.ip, peer_ip), "{ctx}: addresses");
         assert_eq!(o.bth.dest_qp, c.peer_qpn, "{ctx}: destination QPN");
         assert_eq!(o.dst_mac, to_qp[0].src_mac, "{ctx}: destination MAC");
@@ -220,12 +159,16 @@ fn run_case(c: &Case) -> (usize, usize) {
         c.what
     );
     let check = |o: &Pkt, t: &Pkt| {
-        let ctx = format!("{}: capture frame {} PSN {}", c.what, t.number, t.bth.psn);
+        let ctx = format!("{}: capture frame {} PSN {}", c.what, t.number(), t.bth.psn);
         assert_eq!(o.bth.opcode, t.bth.opcode, "{ctx}: opcode");
         assert_eq!(o.bth.psn, t.bth.psn, "{ctx}: PSN");
         match (o.ext.aeth, t.ext.aeth) {
             (Some(a), Some(b)) => {
-                assert_eq!(class(a.syndrome), class(b.syndrome), "{ctx}: AETH class");
+                assert_eq!(
+                    AethClass::of(a.syndrome),
+                    AethClass::of(b.syndrome),
+                    "{ctx}: AETH class"
+                );
                 if c.exact_syndrome {
                     assert_eq!(a.syndrome, b.syndrome, "{ctx}: AETH syndrome");
                 }
@@ -246,7 +189,7 @@ fn run_case(c: &Case) -> (usize, usize) {
             .iter()
             .enumerate()
             .find(|(k, o)| o.kind() == OpKind::Ack && o.bth.psn == t.bth.psn && !used.contains(k))
-            .unwrap_or_else(|| panic!("{}: no ACK of ours for frame {}", c.what, t.number));
+            .unwrap_or_else(|| panic!("{}: no ACK of ours for frame {}", c.what, t.number()));
         used.insert(k);
         check(o, t);
         acks += 1;
@@ -261,7 +204,7 @@ fn run_case(c: &Case) -> (usize, usize) {
     let our_req: Vec<&Pkt> = ours.iter().filter(|p| p.is_request()).collect();
     assert_eq!(our_req.len(), cap_req.len(), "{}: requests", c.what);
     for (o, t) in our_req.iter().zip(&cap_req) {
-        let ctx = format!("{}: request frame {} PSN {}", c.what, t.number, t.bth.psn);
+        let ctx = format!("{}: request frame {} PSN {}", c.what, t.number(), t.bth.psn);
         assert_eq!(o.bth.opcode, t.bth.opcode, "{ctx}: opcode");
         assert_eq!(o.bth.psn, t.bth.psn, "{ctx}: PSN");
         assert_eq!(o.ext.reth, t.ext.reth, "{ctx}: RETH");

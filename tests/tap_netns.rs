@@ -18,7 +18,7 @@
 //! `roce decode --json` agreeing with tshark frame by frame.
 //!
 //! A third test opens the interface the way `roce perf --backend tap` does
-//! (`roce::backend::tap::open`) and pings it, and resolves the kernel's
+//! (`roce_io::tap::open`) and pings it, and resolves the kernel's
 //! address (the bridge's MAC, read from sysfs, is the oracle).
 //!
 //! Needs root (or `CAP_NET_ADMIN` + `CAP_SYS_ADMIN`), `/dev/net/tun`, `ip`
@@ -38,13 +38,14 @@ use std::time::{Duration, Instant as WallClock};
 
 use netns::Netns;
 
-use roce::backend::tap::{TapHost, TapIo};
+use roce_io::tap::{TapHost, TapIo};
 use roce_stack::backend::FrameIo;
 use roce_stack::neigh::Resolution;
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
+    Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr,
+    SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 use roce_stack::wire::{
     BthRepr, EthRepr, ExtHeaders, Ipv4Repr, NetRepr, Opcode, PacketRepr, UdpChecksum, UdpRepr,
@@ -221,19 +222,6 @@ fn connect(h: &mut [TapHost; 2], qp_type: QpType, av: [AddressVector; 2]) -> Con
     c
 }
 
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
-        .collect()
-}
-
 /// Poll both hosts until side `s`'s CQ holds `n` completions; return them.
 fn completions(h: &mut [TapHost; 2], s: usize, cq: u32, n: usize) -> Vec<Wc> {
     let mut got = Vec::new();
@@ -265,7 +253,7 @@ fn resolve(h: &mut [TapHost; 2]) -> [AddressVector; 2] {
         matches!(h[0].resolution(b4), Resolution::Reachable(_))
             && matches!(h[0].resolution(b6), Resolution::Reachable(_))
     });
-    assert!(ok, "resolution: {:?}", h[0].neigh.counters());
+    assert!(ok, "resolution: {:?}", h[0].neigh().counters());
     assert_eq!(h[0].resolution(b4), Resolution::Reachable(mac(2)));
     assert_eq!(h[0].resolution(b6), Resolution::Reachable(mac(2)));
     let a4 = IpAddr::V4(ipv4(1));
@@ -280,8 +268,8 @@ fn resolve(h: &mut [TapHost; 2]) -> [AddressVector; 2] {
         hop_limit: 64,
         ..AddressVector::default()
     };
-    let to_b = h[0].neigh.lookup(h[0].now(), b4).expect("resolved");
-    let to_a = h[1].neigh.lookup(h[1].now(), a4).expect("learned");
+    let to_b = h[0].neigh().lookup(h[0].now(), b4).expect("resolved");
+    let to_a = h[1].neigh().lookup(h[1].now(), a4).expect("learned");
     [av(b4, to_b), av(a4, to_a)]
 }
 
@@ -742,7 +730,7 @@ fn tap_bridge_rc_ud_ping_and_capture() {
     let port = n.taps[0].clone();
     n.start_capture(&port);
     let mut h = [host(1, ta, 1500), host(2, tb, 1500)];
-    n.sync_capture(|f| inject(&mut h[0].io, f));
+    n.sync_capture(|f| inject(h[0].tap_mut(), f));
 
     let av = resolve(&mut h);
     rc_traffic(&mut h, av);
@@ -751,10 +739,10 @@ fn tap_bridge_rc_ud_ping_and_capture() {
     ping(&n, &mut h, "10.99.0.2", false);
     ping(&n, &mut h, "fd99::1", true);
     for (i, x) in h.iter().enumerate() {
-        let c = x.neigh.counters();
+        let c = x.neigh().counters();
         assert!(c.arp_replies_tx >= 1, "host {i}: {c:?}");
         assert!(c.echo_replies_tx >= 1, "host {i}: {c:?}");
-        assert_eq!(x.io.stats().rx_oversize, 0);
+        assert_eq!(x.tap().stats().rx_oversize, 0);
         assert_eq!(
             x.dev.counters().rx_parse_drops,
             0,
@@ -763,7 +751,7 @@ fn tap_bridge_rc_ud_ping_and_capture() {
         );
     }
     // Everything sent so far is in the file once the marker is.
-    n.sync_capture(|f| inject(&mut h[0].io, f));
+    n.sync_capture(|f| inject(h[0].tap_mut(), f));
     n.stop_capture();
     check_capture(&n.pcap);
 }
@@ -861,7 +849,7 @@ fn r37_tap_rx_accepts_partial_and_zero_udp_checksums() {
             u16::from_be_bytes([frame[at], frame[at + 1]]),
             if i == 0 { partial } else { 0 }
         );
-        inject(&mut h[0].io, &frame);
+        inject(h[0].tap_mut(), &frame);
         let r = completions(&mut h, 1, c.cq[1], 1);
         assert_eq!(
             (r[0].wr_id, r[0].status, r[0].byte_len),
@@ -872,7 +860,7 @@ fn r37_tap_rx_accepts_partial_and_zero_udp_checksums() {
     }
 }
 
-/// What `roce perf --backend tap` opens (`roce::backend::tap::open`): the
+/// What `roce perf --backend tap` opens (`roce_io::tap::open`): the
 /// stack's MAC derived from its IP, and ARP and pings answered by the
 /// `NeighIo` in front of the interface without the caller seeing them; and
 /// a `TapHost` resolving the kernel's own address by ARP, checked against
@@ -884,7 +872,7 @@ fn tap_open_answers_ping_and_tap_host_resolves_the_kernel() {
     }
     let n = Netns::new("o");
     let ip = Ipv4Addr::new(10, 99, 0, 3);
-    let mut opened = roce::backend::tap::open(&roce::backend::BackendOptions {
+    let mut opened = roce_io::tap::open(&roce_io::BackendOptions {
         local_ip: Some(IpAddr::V4(ip)),
         ifname: Some(n.taps[0].clone()),
         ..Default::default()
@@ -939,5 +927,5 @@ fn tap_open_answers_ping_and_tap_host_resolves_the_kernel() {
         .resolve(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 77)), LIMIT)
         .expect_err("nobody answers");
     assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
-    assert_eq!(h.neigh.counters().resolve_failed, 1);
+    assert_eq!(h.neigh().counters().resolve_failed, 1);
 }

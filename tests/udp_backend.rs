@@ -11,7 +11,7 @@ mod udp_pair;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 
-use roce::backend::udp::{UdpConfig, UdpIo};
+use roce_io::udp::{UdpConfig, UdpIo};
 use roce_stack::backend::FrameIo;
 use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;

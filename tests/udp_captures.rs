@@ -34,8 +34,9 @@ mod udp_pair;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use common::icrc_ref::{locate, read_pcap, reference_icrc, Form};
-use roce::backend::udp::{UdpConfig, UdpIo, UdpStats};
+use common::icrc_ref::{locate, reference_icrc, Form};
+use common::read_pcap;
+use roce_io::udp::{UdpConfig, UdpIo, UdpStats};
 use roce_stack::backend::FrameIo;
 use roce_stack::icrc;
 use roce_stack::testing::{connect_with, ConnOpts, Faults, Pair};

@@ -7,7 +7,7 @@
 //! same BTH.
 //!
 //! - IPv4 datagram mode: the kernel sends identification 0 with DF (what
-//!   `IP_PMTUDISC_DO` gives, `src/backend/udp.rs`), UDP source port = the
+//!   `IP_PMTUDISC_DO` gives, `io/src/udp.rs`), UDP source port = the
 //!   socket's.
 //! - IPv6 datagram mode (::1 and a second loopback address): exact.
 //! - Raw mode (`IP_HDRINCL`): the device's own identifications and per-QP
@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use common::icrc_ref::{locate, reference_icrc, Form};
-use roce::backend::udp::{UdpConfig, UdpIo};
+use roce_io::udp::{UdpConfig, UdpIo};
 use udp_ns::{own_netns, sh, Capture};
 use udp_pair::exchange;
 

@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use dpdk_glue::{DpdkPort, Eal, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
-use roce_stack::backend::pump;
+use roce_io::pump;
 use roce_stack::testing::test_config;
 use roce_stack::transport::av::AddressVector;
 use roce_stack::verbs::{

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dpdk_glue::{DpdkPort, Eal, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
-use roce_stack::backend::{pump, pump_gather};
+use roce_io::{pump, pump_gather};
 use roce_stack::testing::{connect, test_config, ConnOpts, Faults, Pair};
 use roce_stack::verbs::{
     AccessFlags, Device, DeviceConfig, Mtu, SendWr, Sge, Wc, WcStatus, WrOpcode,

@@ -1,36 +1,21 @@
 //! The stack's transports over DPDK: two `roce_stack` devices in one process
 //! joined by a `net_memif` pair (server and client ports on one socket),
-//! driven by `roce_stack::backend::pump` through `DpdkPort`. RC WRITE, READ
+//! driven by `roce_io::pump` through `DpdkPort`. RC WRITE, READ
 //! and SEND, and a UD SEND, each with its data checked byte for byte.
 //! Needs root.
 
 mod common;
 
-use std::time::Duration;
-
-use common::{eal, pump_until, unique, TempDir};
-use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
+use common::{memif_ports, pump_until, TempDir};
+use dpdk_glue::{DpdkPort, MonotonicClock};
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::transport::av::AddressVector;
 use roce_stack::verbs::{
-    AccessFlags, Device, MrKeys, QpType, RecvWr, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus,
-    WrOpcode,
+    Device, MrKeys, QpType, RecvWr, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 
 const QKEY: u32 = 0x1111_1111;
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
 
 /// Two connected devices over a memif pair.
 struct Setup {
@@ -44,35 +29,9 @@ struct Setup {
     _dir: TempDir,
 }
 
-/// Open a memif server and client port in this process, on a socket of
-/// its own, each with its own pool; wait for both links.
-fn memif_ports(dir: &TempDir) -> [DpdkPort; 2] {
-    let eal = eal();
-    let sock = dir.0.join("memif.sock");
-    let mut io = Vec::new();
-    for role in ["server", "client"] {
-        let devargs = format!(
-            "{},role={role},id=0,socket={},socket-abstract=no",
-            unique("net_memif"),
-            sock.display()
-        );
-        let id = eal.probe_vdev(&devargs).expect("probe memif");
-        let pool = Mempool::new(&unique("mt"), 4095, 64, DEFAULT_DATA_ROOM).expect("pool");
-        let port = Port::configure(id, 1, 1, &pool, 1500).expect("configure");
-        io.push(DpdkPort::new(port).expect("start"));
-    }
-    for p in &io {
-        p.port()
-            .wait_link_up(Duration::from_secs(20))
-            .expect("memif link up");
-    }
-    let [a, b]: [DpdkPort; 2] = io.try_into().expect("two ports");
-    [a, b]
-}
-
 fn setup(qp_type: QpType) -> Setup {
     let dir = TempDir::new();
-    let io = memif_ports(&dir);
+    let io = memif_ports(&dir, "mt");
     let mut p = Pair::new(1500, Faults::default(), 7);
     let c = connect(
         &mut p,

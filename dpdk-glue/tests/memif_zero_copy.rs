@@ -1,6 +1,6 @@
 //! Zero-copy transmit end to end: a 64 KiB RDMA WRITE from a shared MR
 //! (`Device::reg_mr_shared`) over a `net_memif` pair, the sender driven by
-//! `roce_stack::backend::pump_gather`, so `DpdkPort::tx_burst_gather` sends
+//! `roce_io::pump_gather`, so `DpdkPort::tx_burst_gather` sends
 //! every data packet as an mbuf chain attached to the MR's memory
 //! (`rte_pktmbuf_attach_extbuf`). The data is checked at the receiver, the
 //! extbuf path is checked by the backend's counter, and the pin (the MR's
@@ -12,10 +12,11 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{eal, unique, TempDir};
+use common::{eal, memif_ports, unique, TempDir};
 use dpdk_glue::extbuf::tx_chain_extbuf;
-use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
-use roce_stack::backend::{pump, pump_gather, TxFrame};
+use dpdk_glue::{Mempool, MonotonicClock, DEFAULT_DATA_ROOM};
+use roce_io::{pump, pump_gather, TxFrame};
+use roce_stack::testing::pattern;
 use roce_stack::testing::{connect, test_config, test_device, ConnOpts, Faults, Pair};
 use roce_stack::verbs::{
     AccessFlags, Device, DeviceConfig, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
@@ -23,40 +24,10 @@ use roce_stack::verbs::{
 
 const LEN: usize = 64 * 1024;
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 10) as u8)
-        .collect()
-}
-
-fn memif_ports(dir: &TempDir) -> [DpdkPort; 2] {
-    let eal = eal();
-    let sock = dir.0.join("memif.sock");
-    let mut io = Vec::new();
-    for role in ["server", "client"] {
-        let devargs = format!(
-            "{},role={role},id=0,socket={},socket-abstract=no",
-            unique("net_memif"),
-            sock.display()
-        );
-        let id = eal.probe_vdev(&devargs).expect("probe memif");
-        let pool = Mempool::new(&unique("zc"), 4095, 64, DEFAULT_DATA_ROOM).expect("pool");
-        let port = Port::configure(id, 1, 1, &pool, 1500).expect("configure");
-        io.push(DpdkPort::new(port).expect("start"));
-    }
-    for p in &io {
-        p.port()
-            .wait_link_up(Duration::from_secs(20))
-            .expect("memif link up");
-    }
-    let [a, b]: [DpdkPort; 2] = io.try_into().expect("two ports");
-    [a, b]
-}
-
 #[test]
 fn write_64k_from_shared_mr_zero_copy_over_memif() {
     let dir = TempDir::new();
-    let mut io = memif_ports(&dir);
+    let mut io = memif_ports(&dir, "zc");
     // PMTU 1024 on a 1500-byte link: let every full packet go by reference.
     let d0 = Device::new(DeviceConfig {
         zero_copy_min_bytes: 1024,

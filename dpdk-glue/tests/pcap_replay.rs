@@ -11,20 +11,11 @@ use std::time::{Duration, Instant};
 
 use common::{eal, unique, TempDir};
 use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, DEFAULT_DATA_ROOM};
-use roce_stack::backend::pump;
+use roce_io::pump;
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
-use roce_stack::verbs::{AccessFlags, MrKeys, RecvWr, SendWr, Sge, WcStatus, WrOpcode};
+use roce_stack::verbs::{MrKeys, RecvWr, SendWr, Sge, WcStatus, WrOpcode};
 use roce_stack::wire::{AethSyndrome, Opcode, RocePacket};
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ
-}
 
 /// Two connected devices with one MR each (same QPNs, PSNs and keys every
 /// time: the setup is deterministic), and a receive posted on side 1.
@@ -123,7 +114,7 @@ fn pcap_replay_responses_have_valid_icrc() {
         .enumerate()
         .map(|(i, f)| (Duration::from_micros(i as u64), f.clone()))
         .collect();
-    std::fs::write(&rx, pcap_fixtures::write_pcap(&stamped).unwrap()).unwrap();
+    std::fs::write(&rx, pcap_fixtures::write_pcap(&stamped)).unwrap();
 
     // The responder: side 1 of an identical setup, behind net_pcap.
     let (p, c, _a, b) = pair();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{eal, unique};
 use dpdk_glue::{DpdkPort, Mempool, MonotonicClock, Port, PortConfig, DEFAULT_DATA_ROOM};
-use roce_stack::backend::pump;
+use roce_io::pump;
 use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
 use roce_stack::transport::av::AddressVector;
 use roce_stack::verbs::{

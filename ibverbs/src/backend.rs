@@ -1,23 +1,22 @@
-//! The one place this crate names the backends' home (today the `roce`
-//! crate's `backend` module; switching to a library crate is a change of
-//! the `use` lines here). It opens the configured backend and gives the
-//! engine a [`FrameIo`] plus what it needs around it: the device's IP and
-//! MAC, the neighbour table of an Ethernet backend (to resolve peers' MACs
-//! by ARP / neighbour discovery), and a descriptor to sleep on.
+//! The one place this crate names the backends (the `roce-io` crate). It
+//! opens the configured backend and gives the engine a [`FrameIo`] plus
+//! what it needs around it: the device's IP and MAC, the neighbour table of
+//! an Ethernet backend (to resolve peers' MACs by ARP / neighbour
+//! discovery, [`NeighIo`]), and the descriptor to sleep on
+//! ([`FrameIo::wait_fd`]).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
-use roce::backend::tap::{NeighIo, TapIo};
-use roce::backend::udp::{UdpConfig, UdpIo};
-use roce::backend::{mac_for_ip, AnyIo, BackendOptions};
-use roce_stack::backend::FrameIo;
-use roce_stack::neigh::{NeighConfig, Neighbors, Resolution};
+use roce_io::adapt::NeighIo;
+use roce_io::tap::TapIo;
+use roce_io::udp::{UdpConfig, UdpIo};
+use roce_io::{mac_for_ip, AnyIo, BackendOptions, FrameIo};
+use roce_stack::neigh::{Neighbors, Resolution};
 use roce_stack::time::Instant;
 
 use crate::config::{BackendKind, Config};
-use crate::ffi::sys;
 
 enum Io {
     Udp(UdpIo),
@@ -32,8 +31,9 @@ pub struct Backend {
     pub ip: IpAddr,
     /// The device's MAC.
     pub mac: [u8; 6],
-    /// The descriptor that becomes readable when a frame arrives; `None`
-    /// for DPDK (a poll-mode driver: the progress thread naps and polls).
+    /// The descriptor that becomes readable when a frame arrives
+    /// ([`FrameIo::wait_fd`], valid while the backend lives); `None` for
+    /// DPDK (a poll-mode driver: the progress thread naps and polls).
     pub fd: Option<RawFd>,
 }
 
@@ -44,21 +44,6 @@ impl std::fmt::Debug for Backend {
             .field("fd", &self.fd)
             .finish_non_exhaustive()
     }
-}
-
-fn neighbors(ip: IpAddr, mac: [u8; 6], max_frame_len: usize) -> Neighbors {
-    let mut cfg = NeighConfig {
-        mac,
-        max_frame_len,
-        ..NeighConfig::default()
-    };
-    match ip {
-        IpAddr::V4(a) => cfg.ipv4.push(a),
-        IpAddr::V6(a) => cfg.ipv6.push(a),
-    }
-    let mut n = Neighbors::new(cfg);
-    n.announce();
-    n
 }
 
 impl Backend {
@@ -80,7 +65,7 @@ impl Backend {
                          set ROCE_LOCAL_IP or ROCE_UDP_PORT)"
                     )
                 })?;
-                let fd = sys::find_udp_socket(io.local_addr());
+                let fd = io.wait_fd().map(|f| f.as_raw_fd());
                 Ok(Backend {
                     io: Io::Udp(io),
                     ip,
@@ -93,10 +78,9 @@ impl Backend {
                 let io = TapIo::open(&cfg.ifname, mtu)
                     .map_err(|e| format!("tap backend: {e} (needs root / CAP_NET_ADMIN)"))?;
                 let mac = mac_for_ip(ip);
-                let fd = sys::find_tap_fd(io.name());
-                let n = neighbors(ip, mac, io.max_frame_len());
+                let fd = io.wait_fd().map(|f| f.as_raw_fd());
                 Ok(Backend {
-                    io: Io::Tap(NeighIo::new(io, n)),
+                    io: Io::Tap(NeighIo::for_address(io, ip, mac)),
                     ip,
                     mac,
                     fd,
@@ -109,14 +93,13 @@ impl Backend {
                     max_frame_len,
                     ..BackendOptions::default()
                 };
-                let opened =
-                    roce::backend::open_dpdk(&o).map_err(|e| format!("dpdk backend: {e}"))?;
-                let n = neighbors(ip, opened.mac, opened.io.max_frame_len());
+                let opened = roce_io::open_dpdk(&o).map_err(|e| format!("dpdk backend: {e}"))?;
+                let fd = opened.io.wait_fd().map(|f| f.as_raw_fd());
                 Ok(Backend {
-                    io: Io::Dpdk(NeighIo::new(opened.io, n)),
+                    io: Io::Dpdk(NeighIo::for_address(opened.io, ip, opened.mac)),
                     ip,
                     mac: opened.mac,
-                    fd: None,
+                    fd,
                 })
             }
         }

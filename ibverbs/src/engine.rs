@@ -748,7 +748,7 @@ impl Live {
             if !g.io.resolves() {
                 self.release(g);
                 return Ok(AddressVector {
-                    dmac: roce::backend::mac_for_ip(ip),
+                    dmac: roce_io::mac_for_ip(ip),
                     ..av
                 });
             }
@@ -1043,7 +1043,7 @@ impl Context {
         Ok(Context {
             cfg: cfg.clone(),
             gid: Gid::from_ip(cfg.local_ip),
-            mac: roce::backend::mac_for_ip(cfg.local_ip),
+            mac: roce_io::mac_for_ip(cfg.local_ip),
             events: Arc::new(AsyncQueue::new()?),
             live: OnceLock::new(),
             opening: Mutex::new(()),
@@ -1129,14 +1129,13 @@ impl Context {
     }
 }
 
-/// One transmit burst.
+/// One transmit burst (the pump's transmit half).
 fn transmit(e: &mut Engine, now: Instant) -> usize {
     let Engine { dev, io, .. } = e;
-    io.tx_burst(BURST, &mut |buf| dev.poll_transmit(now, buf))
-        .unwrap_or_else(|err| {
-            tracing::warn!(%err, "backend transmit failed");
-            0
-        })
+    roce_io::pump::transmit(dev, io, now, BURST).unwrap_or_else(|err| {
+        tracing::warn!(%err, "backend transmit failed");
+        0
+    })
 }
 
 /// Before the stack handles `frame`: if it is a SEND (or a WRITE with

@@ -214,13 +214,11 @@ fn is_probe(frame: &[u8], probe: u16) -> bool {
 }
 
 fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let f = std::fs::File::open(path).expect("capture file");
-    let mut r = pcap_file::pcap::PcapReader::new(f).expect("classic pcap");
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.expect("pcap record").data.into_owned());
-    }
-    out
+    roce_io::pcap::read_timed(path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|f| f.data)
+        .collect()
 }
 
 struct Captured {
@@ -370,21 +368,10 @@ fn every_captured_icrc_matches_the_reference() {
 /// `64 90 03 e4`), read from the shared reference vectors.
 #[test]
 fn the_reference_reproduces_vector_v1() {
-    let dir = std::env::var("ROCE_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
-    let text = std::fs::read_to_string(dir.join("reference/vectors.txt"))
-        .expect("shared/reference/vectors.txt (ROCE_SHARED_DIR)");
-    let hex = text
-        .lines()
-        .skip_while(|l| !l.starts_with("## v1_rc_send_only_ipv4"))
-        .find_map(|l| l.strip_prefix("hex: "))
-        .expect("vector v1 in vectors.txt")
-        .trim();
-    let frame: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect();
+    let (_, frame) = common::reference_vectors()
+        .into_iter()
+        .find(|(n, _)| n.starts_with("v1_rc_send_only_ipv4"))
+        .expect("vector v1 in vectors.txt");
     let (stored, reference) = icrc_of(&frame, 4791).expect("v1 is RoCEv2 over IPv4");
     assert_eq!(stored, [0x64, 0x90, 0x03, 0xe4]);
     assert_eq!(reference, stored);

@@ -227,7 +227,7 @@ impl Cap {
 
     /// Encode as a pcap file.
     fn into_pcap(self) -> Vec<u8> {
-        crate::write_pcap(&self.frames).expect("writing to a Vec cannot fail")
+        crate::write_pcap(&self.frames)
     }
 }
 

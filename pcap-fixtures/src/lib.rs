@@ -20,8 +20,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use pcap_file::{DataLink, Endianness, TsResolution};
+use roce_io::pcap::read::{CaptureError, Frames};
+use roce_io::pcap::write::{to_vec, Resolution};
 
 mod gen;
 
@@ -112,40 +112,25 @@ pub fn all_frames() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     NAMES.iter().map(|n| (*n, frames(n))).collect()
 }
 
-/// The frames of a classic pcap file held in memory.
-pub fn read_frames(pcap: &[u8]) -> Result<Vec<Vec<u8>>, pcap_file::PcapError> {
-    let mut reader = PcapReader::new(pcap)?;
-    let mut out = Vec::new();
-    while let Some(pkt) = reader.next_packet() {
-        out.push(pkt?.data.into_owned());
-    }
-    Ok(out)
+/// The frames of a capture (pcap or pcapng) held in memory, read by
+/// `roce_io::pcap::read`.
+///
+/// # Errors
+/// The capture is damaged or not Ethernet.
+pub fn read_frames(pcap: &[u8]) -> Result<Vec<Vec<u8>>, CaptureError> {
+    Frames::new(pcap)?
+        .map(|f| f.map(|f| f.data.to_vec()))
+        .collect()
 }
 
-/// The pcap header every fixture uses: version 2.4, little-endian, link type
-/// Ethernet (1), microsecond timestamps, snap length 65535.
-pub fn pcap_header() -> PcapHeader {
-    PcapHeader {
-        version_major: 2,
-        version_minor: 4,
-        ts_correction: 0,
-        ts_accuracy: 0,
-        snaplen: 65535,
-        datalink: DataLink::ETHERNET,
-        ts_resolution: TsResolution::MicroSecond,
-        endianness: Endianness::Little,
-    }
-}
-
-/// Encode `(timestamp, frame)` pairs as a classic pcap file (see
-/// [`pcap_header`]); timestamps are truncated to the microsecond.
-pub fn write_pcap(packets: &[(Duration, Vec<u8>)]) -> Result<Vec<u8>, pcap_file::PcapError> {
-    let mut w = PcapWriter::with_header(Vec::new(), pcap_header())?;
-    for (ts, data) in packets {
-        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
-        w.write_packet(&PcapPacket::new(*ts, len, data))?;
-    }
-    Ok(w.into_writer())
+/// Encode `(timestamp, frame)` pairs as a classic pcap file
+/// (`roce_io::pcap::write`: version 2.4, little-endian, link type Ethernet,
+/// snap length 65535, microsecond timestamps, truncated).
+pub fn write_pcap(packets: &[(Duration, Vec<u8>)]) -> Vec<u8> {
+    to_vec(
+        packets.iter().map(|(t, f)| (*t, f.as_slice())),
+        Resolution::Micro,
+    )
 }
 
 /// Write every fixture into `dir` (created if missing). Returns the paths
@@ -171,7 +156,7 @@ mod tests {
             (Duration::new(1_700_000_000, 1_000), vec![0xAA; 60]),
             (Duration::new(1_700_000_000, 2_000), vec![0xBB; 1082]),
         ];
-        let pcap = write_pcap(&packets).unwrap();
+        let pcap = write_pcap(&packets);
         // 24-byte file header + two 16-byte record headers + data.
         assert_eq!(pcap.len(), 24 + 16 + 60 + 16 + 1082);
         let frames = read_frames(&pcap).unwrap();

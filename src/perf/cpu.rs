@@ -83,7 +83,7 @@ pub(crate) fn claim(dir: &Path, cpu: usize) -> Result<Option<CpuClaim>, Shared> 
     else {
         return Ok(None);
     };
-    match crate::sys::try_lock_exclusive(&f) {
+    match roce_io::sys::try_lock_exclusive(&f) {
         Ok(true) => {
             let _ = f.set_len(0);
             let _ = f.rewind();

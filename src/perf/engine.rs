@@ -23,10 +23,12 @@ use super::{
     Figures, Limit, Op, PerfConfig, PerfError, PerfReport, Placement, ATOMIC_ADD, DROP_COUNTERS,
     RETRANS_COUNTERS, STALL,
 };
-use crate::backend::mem::{self, FrameTap, MemConfig};
-use crate::backend::pcap::PcapTap;
-use crate::backend::udp::{UdpConfig, UdpIo};
-use crate::backend::{mac_for_ip, BackendKind};
+use roce_io::adapt::{FaultConfig, FaultIo, FrameTap, Tee, TeeIo};
+use roce_io::mem::{self, MemConfig};
+use roce_io::pcap::PcapTap;
+use roce_io::pump;
+use roce_io::udp::{UdpConfig, UdpIo};
+use roce_io::{mac_for_ip, BackendKind};
 
 /// I/O virtual address of the client's (aligned) memory.
 const CLIENT_BASE: u64 = 0x0000_7f00_0000_0000;
@@ -635,48 +637,26 @@ fn event_error(side: &str, ev: AsyncEvent) -> String {
     }
 }
 
-/// One pass of the receive path: received frames in, then the timers.
-/// Returns the frames received and whether anything happened.
-fn drive_rx<B: FrameIo>(
-    dev: &mut Device,
-    io: &mut B,
-    now: Instant,
-) -> Result<(usize, bool), String> {
-    let n = io
-        .rx_burst(BURST, &mut |f| dev.handle_frame(now, f))
-        .map_err(|e| format!("backend receive: {e}"))?;
-    let mut work = n > 0;
-    if dev.poll_timeout().is_some_and(|t| t <= now) {
-        dev.handle_timeout(now);
-        work = true;
-    }
-    Ok((n, work))
+/// The error of a failed receive burst.
+fn rx_err(e: impl std::fmt::Display) -> String {
+    format!("backend receive: {e}")
+}
+
+/// The error of a failed transmit burst.
+fn tx_err(e: impl std::fmt::Display) -> String {
+    format!("backend transmit: {e}")
 }
 
 /// Hand the wire what the device still has queued (a NAK or the last ACK
 /// of a QP that just failed), before a loop gives up: the peer then learns
-/// why (a bounded number of passes; a full pool ends it early).
+/// why (a bounded number of bursts; a full pool ends it early).
 fn flush_tx<B: FrameIo>(dev: &mut Device, io: &mut B, now: Instant, sent: &mut u64) {
     for _ in 0..64 {
-        match drive_tx(dev, io, now, sent) {
-            Ok(true) => {}
+        match pump::transmit(dev, io, now, BURST) {
+            Ok(n) if n > 0 => *sent += n as u64,
             _ => break,
         }
     }
-}
-
-/// One pass of the transmit path; adds the frames sent to `sent`.
-fn drive_tx<B: FrameIo>(
-    dev: &mut Device,
-    io: &mut B,
-    now: Instant,
-    sent: &mut u64,
-) -> Result<bool, String> {
-    let n = io
-        .tx_burst(BURST, &mut |buf| dev.poll_transmit(now, buf))
-        .map_err(|e| format!("backend transmit: {e}"))?;
-    *sent += n as u64;
-    Ok(n > 0)
 }
 
 /// The requester side.
@@ -968,7 +948,8 @@ impl<B: FrameIo> Client<B> {
         loop {
             let now_ns = sh.now_ns();
             let now = Instant::from_nanos(now_ns);
-            let (_, mut work) = drive_rx(&mut self.dev, &mut self.io, now)?;
+            let rx = pump::receive(&mut self.dev, &mut self.io, now, BURST).map_err(rx_err)?;
+            let mut work = !rx.is_idle();
             // Completions first: an error completion says more than the
             // QP-fatal event that follows it.
             loop {
@@ -1000,7 +981,9 @@ impl<B: FrameIo> Client<B> {
                 break;
             }
             work |= self.post_work(sh, now_ns)?;
-            work |= drive_tx(&mut self.dev, &mut self.io, now, &mut self.sent)?;
+            let tx = pump::transmit(&mut self.dev, &mut self.io, now, BURST).map_err(tx_err)?;
+            self.sent += tx as u64;
+            work |= tx > 0;
             if sh.state() == ABORT {
                 return Err("the server side failed".into());
             }
@@ -1179,8 +1162,9 @@ impl<B: FrameIo> Server<B> {
         loop {
             let now_ns = sh.now_ns();
             let now = Instant::from_nanos(now_ns);
-            let (rx, mut work) = drive_rx(&mut self.dev, &mut self.io, now)?;
-            if rx > 0 {
+            let rx = pump::receive(&mut self.dev, &mut self.io, now, BURST).map_err(rx_err)?;
+            let mut work = !rx.is_idle();
+            if rx.rx > 0 {
                 sh.last_rx.store(now_ns, Ordering::Relaxed);
             }
             // A QP that failed (a bad R_Key, a length past the region) has
@@ -1198,7 +1182,9 @@ impl<B: FrameIo> Server<B> {
                 flush_tx(&mut self.dev, &mut self.io, now, &mut self.sent);
                 return Err(event_error("server", ev));
             }
-            work |= drive_tx(&mut self.dev, &mut self.io, now, &mut self.sent)?;
+            let tx = pump::transmit(&mut self.dev, &mut self.io, now, BURST).map_err(tx_err)?;
+            self.sent += tx as u64;
+            work |= tx > 0;
             match sh.state() {
                 RUNNING => {}
                 DONE => {
@@ -1413,47 +1399,101 @@ pub(crate) fn run(
     }
 }
 
+/// The seeds of the two sides' fault injectors (`--loss`): independent
+/// decisions per direction, both from the run's seed (client first).
+pub(crate) fn fault_seeds(seed: u64) -> [u64; 2] {
+    let mut seeder = Rng::new(seed);
+    [seeder.next_u64(), seeder.next_u64()]
+}
+
+/// The `--pcap` recorder of a run, if it asks for one.
+pub(crate) fn pcap_tap(cfg: &PerfConfig) -> Result<Option<Arc<PcapTap>>, PerfError> {
+    let Some(p) = &cfg.pcap else {
+        return Ok(None);
+    };
+    let tap = PcapTap::create(p, std::time::Instant::now())
+        .map_err(|e| PerfError::Pcap(e.to_string()))?;
+    Ok(Some(Arc::new(tap)))
+}
+
+/// Flush the `--pcap` recorder: the frames written (0 without one).
+pub(crate) fn finish_pcap(tap: Option<&Arc<PcapTap>>) -> Result<u64, PerfError> {
+    tap.map_or(Ok(0), |t| t.finish().map_err(PerfError::Pcap))
+}
+
+/// A side's backend as the run uses it: `--loss` ([`FaultIo`]: side
+/// `side`'s seed of [`fault_seeds`]; no fault without it) around what
+/// `--pcap` records ([`TeeIo`], `which` frames to `tap`), around `io`.
+pub(crate) fn shaped<B: FrameIo>(
+    cfg: &PerfConfig,
+    side: usize,
+    io: B,
+    tap: Option<(&Arc<PcapTap>, Tee)>,
+) -> FaultIo<Recorded<B>> {
+    let io = match tap {
+        Some((t, which)) => Recorded::Tee(TeeIo::new(io, t.clone() as Arc<dyn FrameTap>, which)),
+        None => Recorded::Plain(io),
+    };
+    let seed = fault_seeds(cfg.seed)[side];
+    FaultIo::new(io, FaultConfig::loss(cfg.loss, seed))
+}
+
+/// A backend, recorded to the `--pcap` file or not.
+#[derive(Debug)]
+pub(crate) enum Recorded<B> {
+    /// Not recorded.
+    Plain(B),
+    /// Recorded.
+    Tee(TeeIo<B>),
+}
+
+impl<B: FrameIo> FrameIo for Recorded<B> {
+    type Error = B::Error;
+
+    fn max_frame_len(&self) -> usize {
+        match self {
+            Recorded::Plain(b) => b.max_frame_len(),
+            Recorded::Tee(t) => t.max_frame_len(),
+        }
+    }
+    fn rx_burst(&mut self, max: usize, on_frame: &mut dyn FnMut(&[u8])) -> Result<usize, B::Error> {
+        match self {
+            Recorded::Plain(b) => b.rx_burst(max, on_frame),
+            Recorded::Tee(t) => t.rx_burst(max, on_frame),
+        }
+    }
+    fn tx_burst(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<usize, B::Error> {
+        match self {
+            Recorded::Plain(b) => b.tx_burst(max, fill),
+            Recorded::Tee(t) => t.tx_burst(max, fill),
+        }
+    }
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match self {
+            Recorded::Plain(b) => b.wait_fd(),
+            Recorded::Tee(t) => t.wait_fd(),
+        }
+    }
+}
+
 /// Two devices (10.0.0.1 client, 10.0.0.2 server) on the `mem` wire.
 fn run_mem(
     cfg: &PerfConfig,
     placement: &Placement,
     progress: Option<&mut dyn FnMut(u64, Duration)>,
 ) -> Result<PerfReport, PerfError> {
-    let start = std::time::Instant::now();
-    let tap = match &cfg.pcap {
-        Some(p) => Some(Arc::new(
-            PcapTap::create(p, start).map_err(|e| PerfError::Pcap(e.to_string()))?,
-        )),
-        None => None,
-    };
     let (a, b) = mem::pair(&MemConfig {
         frame_cap: frame_cap(cfg),
         pool: mem::DEFAULT_POOL,
-        loss: cfg.loss,
-        seed: cfg.seed,
         page_offset: placement.frame_page_offset,
-        tap: tap.clone().map(|t| t as Arc<dyn FrameTap>),
     });
     let ips = [Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)];
     let macs = [[0x02, 0, 0, 0, 0, 1], [0x02, 0, 0, 0, 0, 2]];
-    let r = run_pair(
-        cfg,
-        placement,
-        ips,
-        macs,
-        [None, None],
-        (a, b),
-        start,
-        progress,
-    );
-    let pcap_frames = match &tap {
-        Some(t) => t.finish().map_err(PerfError::Pcap)?,
-        None => 0,
-    };
-    let (mut report, c, s) = r?;
-    report.frames_dropped = [c.io.dropped(), s.io.dropped()];
-    report.pcap_frames = pcap_frames;
-    Ok(report)
+    run_shaped(cfg, placement, ips, macs, [None, None], (a, b), progress)
 }
 
 /// Two devices on kernel UDP sockets, 127.0.0.1 (client) and 127.0.0.2
@@ -1463,11 +1503,6 @@ fn run_udp(
     placement: &Placement,
     progress: Option<&mut dyn FnMut(u64, Duration)>,
 ) -> Result<PerfReport, PerfError> {
-    if cfg.loss > 0.0 || cfg.pcap.is_some() {
-        return Err(PerfError::Usage(
-            "--loss and --pcap need the mem backend".into(),
-        ));
-    }
     let open = |ip: Ipv4Addr| {
         UdpIo::bind(UdpConfig::new(SocketAddr::new(IpAddr::V4(ip), 0)))
             .map_err(|e| PerfError::Run(format!("udp: bind {ip}: {e}")))
@@ -1479,13 +1514,37 @@ fn run_udp(
     let udp = [Some(a.local_addr()), Some(b.local_addr())];
     let ips = UDP_LOOPBACK;
     let macs = ips.map(|i| mac_for_ip(IpAddr::V4(i)));
-    let start = std::time::Instant::now();
-    let (mut report, _, _) = run_pair(cfg, placement, ips, macs, udp, (a, b), start, progress)?;
+    let mut report = run_shaped(cfg, placement, ips, macs, udp, (a, b), progress)?;
     report.transport = format!(
         "kernel UDP sockets {} <-> {} (one thread per side)",
         udp[0].map_or(String::new(), |a| a.to_string()),
         udp[1].map_or(String::new(), |a| a.to_string())
     );
+    Ok(report)
+}
+
+/// [`run_pair`] over `io` with `--loss` and `--pcap` around both sides
+/// ([`shaped`]; the capture records what each side sends, after the loss,
+/// so every frame the wire delivers is in it once).
+#[allow(clippy::too_many_arguments)]
+fn run_shaped<B: FrameIo + Send>(
+    cfg: &PerfConfig,
+    placement: &Placement,
+    ips: [Ipv4Addr; 2],
+    macs: [[u8; 6]; 2],
+    udp: [Option<SocketAddr>; 2],
+    io: (B, B),
+    progress: Option<&mut dyn FnMut(u64, Duration)>,
+) -> Result<PerfReport, PerfError> {
+    let tap = pcap_tap(cfg)?;
+    let start = std::time::Instant::now();
+    let rec = tap.as_ref().map(|t| (t, Tee::Tx));
+    let io = (shaped(cfg, 0, io.0, rec), shaped(cfg, 1, io.1, rec));
+    let r = run_pair(cfg, placement, ips, macs, udp, io, start, progress);
+    let pcap_frames = finish_pcap(tap.as_ref())?;
+    let (mut report, c, s) = r?;
+    report.frames_dropped = [c.io.stats().dropped, s.io.stats().dropped];
+    report.pcap_frames = pcap_frames;
     Ok(report)
 }
 

@@ -75,7 +75,8 @@ use roce_stack::verbs::Device;
 use super::engine::{self, Endpoint, Role, Shared};
 use super::stats::{BwStats, LatStats};
 use super::{Figures, Limit, PerfConfig, PerfError, PerfReport};
-use crate::backend::{self, BackendKind, BackendOptions, Opened};
+use roce_io::adapt::Tee;
+use roce_io::{self as backend, BackendKind, BackendOptions, Opened};
 
 /// perftest's default TCP port for the side channel.
 pub const DEFAULT_PORT: u16 = 18515;
@@ -445,7 +446,12 @@ fn apply_config(l: &Line, own: &PerfConfig) -> Result<PerfConfig, String> {
         pcap: None,
         backend: Some(cfg.backend),
     };
-    PerfConfig::from_options(&o).map_err(|e| e.to_string())
+    let mut cfg = PerfConfig::from_options(&o).map_err(|e| e.to_string())?;
+    // Each side drops and records its own frames, as its own command line
+    // says.
+    cfg.loss = own.loss;
+    cfg.pcap.clone_from(&own.pcap);
+    Ok(cfg)
 }
 
 fn figures_text(f: &Figures) -> String {
@@ -599,17 +605,11 @@ pub fn run_remote(
 }
 
 /// Whether `cfg` can run between two processes (the backend crosses
-/// process boundaries; no `--loss`, no `--pcap`).
+/// process boundaries).
 ///
 /// # Errors
 /// A [`PerfError::Usage`] saying what does not fit.
 pub fn check_remote(cfg: &PerfConfig) -> Result<(), PerfError> {
-    if cfg.loss > 0.0 {
-        return Err(PerfError::Usage("--loss needs the mem backend".into()));
-    }
-    if cfg.pcap.is_some() {
-        return Err(PerfError::Usage("--pcap needs the mem backend".into()));
-    }
     if matches!(cfg.backend, BackendKind::Mem | BackendKind::Pcap) {
         return Err(PerfError::Usage(format!(
             "--backend {} cannot join two processes; use udp, tap or dpdk",
@@ -655,6 +655,8 @@ fn run_server(
     remote: &Remote,
     listening: Option<&mut dyn FnMut(u16)>,
 ) -> Result<PerfReport, PerfError> {
+    // A --pcap path that cannot be written fails before anything else.
+    let tap = engine::pcap_tap(own)?;
     // DPDK: start the port before listening, so that a net_memif server
     // socket exists by the time a client (which opens its port right after
     // connecting) starts its own; its link comes up with the client's.
@@ -738,7 +740,8 @@ fn run_server(
         routes.set(peer.gid.to_ip(), to);
     }
     engine::connect_local(&mut local, &peer, &cfg).map_err(PerfError::Run)?;
-    let server = engine::server(&cfg, local, opened.io).map_err(PerfError::Run)?;
+    let io = engine::shaped(&cfg, 1, opened.io, tap.as_ref().map(|t| (t, Tee::Both)));
+    let server = engine::server(&cfg, local, io).map_err(PerfError::Run)?;
     ch.send(&format!("ROCE-PERF 1 server\n{}", endpoint_text(&me)))?;
 
     let sh = Shared::new(std::time::Instant::now());
@@ -789,6 +792,7 @@ fn run_server(
         (_, Err(e)) => return Err(e),
     };
     let (out, client) = out;
+    let pcap_frames = engine::finish_pcap(tap.as_ref())?;
     let verified = engine::verify_server(&cfg, &out, client.ops);
     let server_counters = owned(engine::report_counters(&out.dev));
     let counters = counters_text(&server_counters);
@@ -806,8 +810,8 @@ fn run_server(
         retrans: merge_counters(super::RETRANS_COUNTERS, &client.counters, &server_counters),
         drops: merge_counters(super::DROP_COUNTERS, &client.counters, &server_counters),
         frames_sent: [0, out.sent],
-        frames_dropped: [0, 0],
-        pcap_frames: 0,
+        frames_dropped: [0, out.io.stats().dropped],
+        pcap_frames,
         verified,
         notes: Vec::new(),
         config: cfg,
@@ -871,6 +875,7 @@ fn run_client(
     host: &str,
     progress: Option<&mut dyn FnMut(u64, Duration)>,
 ) -> Result<PerfReport, PerfError> {
+    let tap = engine::pcap_tap(cfg)?;
     let stream = connect(host, remote.port)?;
     let tcp_local = stream
         .local_addr()
@@ -908,7 +913,8 @@ fn run_client(
         routes.set(peer.gid.to_ip(), to);
     }
     engine::connect_local(&mut local, &peer, cfg).map_err(PerfError::Run)?;
-    let client = engine::client(cfg, local, &peer, opened.io).map_err(PerfError::Run)?;
+    let io = engine::shaped(cfg, 0, opened.io, tap.as_ref().map(|t| (t, Tee::Both)));
+    let client = engine::client(cfg, local, &peer, io).map_err(PerfError::Run)?;
     let sh = Shared::new(std::time::Instant::now());
     let out = engine::with_progress(&sh, "roce-perf-client", progress, || client.run(&sh));
     let mut out = match out {
@@ -918,6 +924,7 @@ fn run_client(
             return Err(PerfError::Run(e));
         }
     };
+    let pcap_frames = engine::finish_pcap(tap.as_ref())?;
     let own_check = match engine::verify_client(cfg, &out) {
         Ok(v) => v,
         Err(e) => {
@@ -963,8 +970,8 @@ fn run_client(
         retrans: merge_counters(super::RETRANS_COUNTERS, &client_counters, &server_counters),
         drops: merge_counters(super::DROP_COUNTERS, &client_counters, &server_counters),
         frames_sent: [out.sent, 0],
-        frames_dropped: [0, 0],
-        pcap_frames: 0,
+        frames_dropped: [out.io.stats().dropped, 0],
+        pcap_frames,
         verified,
         notes,
         config: cfg.clone(),

@@ -12,11 +12,12 @@
 //!   configuration) and the state a device shares with its engines.
 //! - [`cc`]: congestion control: ECN, CNPs, the DCQCN reaction point and
 //!   the per-QP pacer.
-//! - [`backend`]: the burst interface every frame mover implements.
+//! - [`backend`]: the burst interface every frame mover implements (the
+//!   movers themselves, and the pump, are the `roce-io` crate).
 //! - [`pfc`]: 802.1Qbb PFC / 802.3x PAUSE generation (XOFF/XON thresholds),
 //!   honouring (per-priority pause timers), headroom and priority mapping.
 //! - [`neigh`]: ARP/NDP responder and resolver and ICMP echo responder for an
-//!   Ethernet port, and the loop step joining it, a device and a backend.
+//!   Ethernet port.
 //! - [`testing`]: a deterministic two-device wire with fault injection.
 //!
 //! The core never does I/O and never reads a clock ([`time::Instant`] is

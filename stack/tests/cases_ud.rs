@@ -284,17 +284,6 @@ fn r27b_ipv6_grh_area_layout() {
     assert_eq!((wc.src_qp, wc.byte_len), (u.c.qpn[0], 104));
 }
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 #[test]
 fn r27c_ipv4_options_dropped_never_shift_the_layout() {
     // Our choice (wire::Error::Ipv4Options): RoCEv2 over IPv4 with options is
@@ -308,9 +297,7 @@ fn r27c_ipv4_options_dropped_never_shift_the_layout() {
     g[14] = 0x46;
     let total = u16::from_be_bytes([g[16], g[17]]) + 4;
     g[16..18].copy_from_slice(&total.to_be_bytes());
-    g[24..26].copy_from_slice(&[0, 0]);
-    let ck = ipv4_checksum(&g[14..38]);
-    g[24..26].copy_from_slice(&ck.to_be_bytes());
+    common::fix_ipv4_checksum(&mut g[14..]);
     deliver(&mut u, &g);
     assert_dropped(&mut u, 1);
     assert_eq!(u.p.dev[1].drop_counters().get("rx_ipv4_options"), 1);

@@ -10,18 +10,11 @@
 
 use roce_stack::pfc::ingress::{refresh_interval, ConfigError};
 use roce_stack::pfc::{FlowControlMode, GeneratorConfig, PfcGenerator, Thresholds};
+use roce_stack::testing::unhex;
 use roce_stack::time::Instant;
 
 const MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
 const G100: u64 = 100_000;
-
-fn unhex(s: &str) -> Vec<u8> {
-    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 /// A PFC frame from MAC, written out by hand: header, opcode 0x0101, vector,
 /// eight big-endian timers, 26 zero bytes.

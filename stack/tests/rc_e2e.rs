@@ -2,39 +2,12 @@
 
 use std::time::Duration;
 
+mod common;
+
+use common::poll_all;
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
-use roce_stack::verbs::{
-    AccessFlags, QpType, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WrOpcode,
-};
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
-
-fn poll_all(p: &mut Pair, side: usize, cq: u32) -> Vec<Wc> {
-    let mut out = Vec::new();
-    let mut buf = [roce_stack_wc(); 16];
-    loop {
-        let n = p.dev[side].poll_cq(cq, &mut buf);
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-}
-
-fn roce_stack_wc() -> Wc {
-    Wc::EMPTY
-}
+use roce_stack::verbs::{QpType, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WrOpcode};
 
 #[test]
 fn rc_write_read_send_atomic() {

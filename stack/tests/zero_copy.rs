@@ -1,5 +1,5 @@
 //! Zero-copy transmit (`Device::poll_transmit_gather`, `reg_mr_shared`,
-//! `FrameIo::tx_burst_gather`, `pump_gather`).
+//! `FrameIo::tx_burst_gather`).
 //!
 //! The oracle for the gather path is the copying path: the same scenario is
 //! run twice from identical devices, once with `poll_transmit` and once with
@@ -13,8 +13,9 @@ use std::convert::Infallible;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use roce_stack::backend::{pump_gather, FrameIo, TxFrame};
+use roce_stack::backend::{FrameIo, TxFrame};
 use roce_stack::testing::test_config;
+use roce_stack::testing::{all_access, pattern};
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
@@ -22,19 +23,6 @@ use roce_stack::verbs::{
     RecvWr, SendWr, Sge, VerbsError, WrOpcode,
 };
 use roce_stack::wire::{Opcode, RocePacket, VlanTag};
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed) ^ (i >> 8) as u8)
-        .collect()
-}
-
-fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
 
 fn config(i: u8, ipv6: bool, zc_min: usize) -> DeviceConfig {
     let mut c = test_config(i, 1500);
@@ -483,11 +471,14 @@ fn default_tx_burst_gather_copies_and_releases_the_pin() {
         w.rkey = 0x1234;
         s.dev[0].post_send(s.qpn[0], &w).unwrap();
         let mut io = VecIo { sent: Vec::new() };
+        let dev = &mut s.dev[0];
+        let now = Instant::ZERO;
         if gather {
-            pump_gather(&mut s.dev[0], &mut io, Instant::ZERO, 32).unwrap();
-            assert_eq!(s.dev[0].tx_zero_copy_frames(), 3);
+            io.tx_burst_gather(32, &mut |b| dev.poll_transmit_gather(now, b))
+                .unwrap();
+            assert_eq!(dev.tx_zero_copy_frames(), 3);
         } else {
-            roce_stack::backend::pump(&mut s.dev[0], &mut io, Instant::ZERO, 32).unwrap();
+            io.tx_burst(32, &mut |b| dev.poll_transmit(now, b)).unwrap();
         }
         // Only the MR's own clone is left: the frames released theirs.
         assert_eq!(Arc::strong_count(&mem), 2);

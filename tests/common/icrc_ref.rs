@@ -124,17 +124,3 @@ pub fn pseudo_packet(form: Form, covered: &[u8]) -> Vec<u8> {
 pub fn reference_icrc(form: Form, covered: &[u8]) -> u32 {
     CRC32.checksum(&pseudo_packet(form, covered))
 }
-
-/// Frames of a classic little-endian pcap file.
-pub fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&data[0..4], &[0xd4, 0xc3, 0xb2, 0xa1], "{}", path.display());
-    let mut off = 24;
-    let mut out = Vec::new();
-    while off + 16 <= data.len() {
-        let incl = u32::from_le_bytes(data[off + 8..off + 12].try_into().unwrap()) as usize;
-        out.push(data[off + 16..off + 16 + incl].to_vec());
-        off += 16 + incl;
-    }
-    out
-}

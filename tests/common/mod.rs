@@ -1,66 +1,45 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
+// Each test binary uses a part of the helpers.
+#![allow(dead_code, unused_imports)]
 
 pub mod icrc_ref;
+// The reference files of ../shared, one module for every test tree.
+#[path = "../../stack/tests/common/shared.rs"]
+mod shared;
 
 use std::path::PathBuf;
 
-/// `../shared` beside the repository (CI lays a copy there), or `$ROCE_SHARED_DIR`.
-pub fn shared_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("ROCE_SHARED_DIR") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared")
+pub use roce_stack::testing::unhex;
+pub use shared::{public_vectors, reference_vectors, shared_dir};
+
+/// The `roce` binary of this build.
+pub fn roce() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_roce"))
 }
 
-/// Decode a hex string (whitespace ignored).
-pub fn unhex(s: &str) -> Vec<u8> {
-    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-        .collect()
+/// `name` in a scratch directory of test `test` (created), under cargo's
+/// per-target temporary directory.
+pub fn tmp(test: &str, name: &str) -> PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(test);
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    dir.join(name)
 }
 
-/// The named frames of `reference/vectors.txt`: (`## name`, bytes).
-pub fn reference_vectors() -> Vec<(String, Vec<u8>)> {
-    let text = std::fs::read_to_string(shared_dir().join("reference/vectors.txt"))
-        .expect("read ../shared/reference/vectors.txt");
-    let mut out = Vec::new();
-    let mut name = String::new();
-    for line in text.lines() {
-        if let Some(n) = line.strip_prefix("## ") {
-            name = n.trim().to_string();
-        } else if let Some(h) = line.strip_prefix("hex: ") {
-            out.push((name.clone(), unhex(h)));
-        }
-    }
-    out
+/// Every frame of the capture at `path` (pcap or pcapng), in file order,
+/// read by the project's capture reader (`roce_io::pcap::read_timed`).
+///
+/// # Panics
+/// If the file cannot be read or is not a capture.
+pub fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
+    read_pcap_timed(path).into_iter().map(|f| f.data).collect()
 }
 
-/// The fenced hex frames of `reference/public-vectors.md`, each with the `###`
-/// heading it sits under.
-pub fn public_vectors() -> Vec<(String, Vec<u8>)> {
-    let text = std::fs::read_to_string(shared_dir().join("reference/public-vectors.md"))
-        .expect("read ../shared/reference/public-vectors.md");
-    let mut out = Vec::new();
-    let mut heading = String::new();
-    let mut in_block = false;
-    let mut block = String::new();
-    for line in text.lines() {
-        if let Some(h) = line.strip_prefix("### ") {
-            heading = h.trim().to_string();
-        } else if line.trim() == "```" {
-            if in_block {
-                out.push((heading.clone(), unhex(&block)));
-                block.clear();
-            }
-            in_block = !in_block;
-        } else if in_block {
-            block.push_str(line.trim());
-        }
-    }
-    out
+/// [`read_pcap`] with each frame's capture time.
+///
+/// # Panics
+/// As [`read_pcap`].
+pub fn read_pcap_timed(path: &std::path::Path) -> Vec<roce_io::pcap::TimedFrame> {
+    roce_io::pcap::read_timed(path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The tshark binary (`$TSHARK` or `tshark`), or `None` when

@@ -13,64 +13,35 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant as WallClock};
 
-use roce::backend::tap::TapIo;
+use roce_io::tap::TapIo;
+
+#[path = "root.rs"]
+mod root;
+pub use root::sh;
 
 /// Hang guard for starting and stopping the capture.
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// Whether the root-only tests may run: `false` (skip, with a message)
-/// when `ROCE_SKIP_ROOT_TESTS=1`; panics, saying what is missing, when not
-/// root, without `/dev/net/tun`, or without one of `tools` (`(binary, its
-/// version flag, Debian package)`; `ip` is always needed). `who` names the
-/// caller in the messages.
+/// Whether the root-only tests may run (see [`root::may_run`]; `ip` is
+/// always needed, and `/dev/net/tun`). `who` names the caller in the
+/// messages.
 pub fn preconditions(who: &str, tools: &[(&str, &str, &str)]) -> bool {
-    if std::env::var("ROCE_SKIP_ROOT_TESTS").as_deref() == Ok("1") {
-        eprintln!("ROCE_SKIP_ROOT_TESTS=1: skipping {who}");
+    let tools: Vec<(&str, &str, &str)> = [("ip", "-V", "iproute2")]
+        .into_iter()
+        .chain(tools.iter().copied())
+        .collect();
+    if !root::may_run(
+        who,
+        "creates TAP interfaces, a network namespace and a bridge",
+        &tools,
+    ) {
         return false;
     }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("?");
-    assert_eq!(
-        euid, "0",
-        "{who} creates TAP interfaces, a network namespace and a bridge: run it as root (CI \
-         does), or set ROCE_SKIP_ROOT_TESTS=1 to skip it"
-    );
     assert!(
         Path::new("/dev/net/tun").exists(),
         "{who}: /dev/net/tun is missing (modprobe tun); set ROCE_SKIP_ROOT_TESTS=1 to skip"
     );
-    for (tool, flag, pkg) in [("ip", "-V", "iproute2")].iter().chain(tools) {
-        let ok = Command::new(tool)
-            .arg(flag)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "{who}: `{tool} {flag}` failed: it is needed (Debian: apt-get install {pkg}); set \
-             ROCE_SKIP_ROOT_TESTS=1 to skip"
-        );
-    }
     true
-}
-
-/// Run a command; panic with its output if it fails.
-pub fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The namespace, bridge, capture and TAP names of one test; `Drop`
@@ -289,19 +260,8 @@ impl Netns {
 
     /// Stop tshark (SIGINT, so it flushes the file) and wait for it.
     pub fn stop_capture(&mut self) {
-        if let Some(mut c) = self.capture.take() {
-            let _ = Command::new("kill")
-                .args(["-INT", &c.id().to_string()])
-                .status();
-            let start = WallClock::now();
-            while c.try_wait().ok().flatten().is_none() {
-                if start.elapsed() > LIMIT {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        if let Some(c) = self.capture.take() {
+            root::interrupt(c, LIMIT);
         }
     }
 }

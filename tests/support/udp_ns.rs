@@ -17,6 +17,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "root.rs"]
+mod root;
+pub use root::sh;
+
 /// The variable that tells the child it runs in its namespace.
 const CHILD: &str = "ROCE_UDP_NETNS_CHILD";
 
@@ -37,37 +41,17 @@ pub fn own_netns(test: &str) -> bool {
         sh(&["ip", "link", "set", "lo", "up"]);
         return true;
     }
-    if std::env::var("ROCE_SKIP_ROOT_TESTS").as_deref() == Ok("1") {
-        eprintln!("ROCE_SKIP_ROOT_TESTS=1: skipping {test}");
-        return false;
-    }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("?");
-    assert_eq!(
-        euid, "0",
-        "{test} captures on loopback in a network namespace of its own: run it as root (CI \
-         does), or set ROCE_SKIP_ROOT_TESTS=1 to skip it"
-    );
-    for (tool, flag, pkg) in [
+    let tools = [
         ("unshare", "--version", "util-linux"),
         ("ip", "-V", "iproute2"),
         ("tshark", "-v", "tshark"),
-    ] {
-        let ok = Command::new(tool)
-            .arg(flag)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "{test}: `{tool} {flag}` failed: it is needed (Debian: apt-get install {pkg}, or \
-             scripts/test.sh --deps-only); set ROCE_SKIP_ROOT_TESTS=1 to skip"
-        );
+    ];
+    if !root::may_run(
+        test,
+        "captures on loopback in a network namespace of its own",
+        &tools,
+    ) {
+        return false;
     }
     let exe = std::env::current_exe().expect("the test binary's path");
     let out = Command::new("unshare")
@@ -87,20 +71,6 @@ pub fn own_netns(test: &str) -> bool {
     );
     eprint!("{stderr}");
     false
-}
-
-/// Run a command; panic with its output if it fails.
-pub fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Port of the marker datagrams that tell when the capture has caught up
@@ -192,7 +162,7 @@ impl Capture {
     pub fn stop(&mut self) -> Vec<Vec<u8>> {
         self.sync();
         self.kill();
-        let frames = crate::common::icrc_ref::read_pcap(&self.path);
+        let frames = crate::common::read_pcap(&self.path);
         frames
             .into_iter()
             .filter(|f| {
@@ -206,19 +176,8 @@ impl Capture {
     }
 
     fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-INT", &c.id().to_string()])
-                .status();
-            let start = Instant::now();
-            while c.try_wait().ok().flatten().is_none() {
-                if start.elapsed() > LIMIT {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        if let Some(c) = self.child.take() {
+            root::interrupt(c, LIMIT);
         }
     }
 }

@@ -5,9 +5,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use roce::backend::mac_for_ip;
-use roce::backend::udp::{UdpConfig, UdpIo};
-use roce_stack::backend::pump;
+use roce_io::mac_for_ip;
+use roce_io::pump;
+use roce_io::udp::{UdpConfig, UdpIo};
+pub use roce_stack::testing::pattern;
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
@@ -55,12 +56,6 @@ pub fn run_until(
         }
     }
     false
-}
-
-pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
 }
 
 pub fn poll(dev: &mut Device, cq: u32, out: &mut Vec<Wc>) {

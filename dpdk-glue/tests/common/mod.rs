@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use dpdk_glue::{DpdkError, DpdkPort, Eal};
-use roce_stack::backend::pump;
+use dpdk_glue::{DpdkError, DpdkPort, Eal, Mempool, Port, DEFAULT_DATA_ROOM};
+use roce_io::pump;
 use roce_stack::verbs::Device;
 
 /// EAL arguments for a test process: no hugepages, no PCI, no shared config,
@@ -122,4 +122,30 @@ pub fn pump_until(
             );
         }
     }
+}
+
+/// A memif server and client port in this process, on a socket of their
+/// own in `dir`, each with its own pool (named after `tag`), both links up.
+pub fn memif_ports(dir: &TempDir, tag: &str) -> [DpdkPort; 2] {
+    let eal = eal();
+    let sock = dir.0.join("memif.sock");
+    let mut io = Vec::new();
+    for role in ["server", "client"] {
+        let devargs = format!(
+            "{},role={role},id=0,socket={},socket-abstract=no",
+            unique("net_memif"),
+            sock.display()
+        );
+        let id = eal.probe_vdev(&devargs).expect("probe memif");
+        let pool = Mempool::new(&unique(tag), 4095, 64, DEFAULT_DATA_ROOM).expect("pool");
+        let port = Port::configure(id, 1, 1, &pool, 1500).expect("configure");
+        io.push(DpdkPort::new(port).expect("start"));
+    }
+    for p in &io {
+        p.port()
+            .wait_link_up(Duration::from_secs(20))
+            .expect("memif link up");
+    }
+    let [a, b]: [DpdkPort; 2] = io.try_into().expect("two ports");
+    [a, b]
 }

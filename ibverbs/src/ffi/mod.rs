@@ -122,7 +122,7 @@ fn node_guid(mac: [u8; 6]) -> u64 {
 /// The GUID of an unopened device (from the configured address).
 fn config_guid() -> u64 {
     match config() {
-        Ok(c) => node_guid(roce::backend::mac_for_ip(c.local_ip)),
+        Ok(c) => node_guid(roce_io::mac_for_ip(c.local_ip)),
         Err(_) => 0,
     }
 }

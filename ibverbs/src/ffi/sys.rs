@@ -1,17 +1,11 @@
 //! The Linux calls the library makes that `std` does not wrap: eventfd(2)
-//! for the completion channels and the async-event fd, poll(2) for the
-//! progress thread, and the two look-ups that find the descriptor a
-//! backend reads from (getsockname(2), `TUNGETIFF`), so that the progress
-//! thread can sleep on it.
-//!
-//! The backends in the `roce` crate do not expose their descriptors yet;
-//! until they do, the descriptor is found among the process's own
-//! (`/proc/self/fd`) by what it is bound to. The library never closes or
-//! reads from such a descriptor, only polls it, and polls it only while the
-//! backend that owns it is alive.
+//! for the completion channels and the async-event fd, and poll(2) for the
+//! progress thread, which sleeps on the backend's descriptor
+//! (`FrameIo::wait_fd`) and the kick eventfd. The library never closes or
+//! reads from the backend's descriptor, only polls it, and polls it only
+//! while the backend that owns it is alive.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
@@ -79,112 +73,4 @@ pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<u32> {
         }
     }
     Ok(bits)
-}
-
-/// The process's open descriptors.
-fn own_fds() -> Vec<RawFd> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect()
-}
-
-/// The local address of socket `fd` (getsockname(2)), if it is an IP one.
-fn sockname(fd: RawFd) -> Option<SocketAddr> {
-    // SAFETY: sockaddr_storage is plain integers; all-zero is a valid value.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: `ss` is writable for `len` bytes, `len` is a valid pointer;
-    // on a descriptor that is not a socket the call fails with ENOTSOCK and
-    // writes nothing.
-    let rc = unsafe {
-        libc::getsockname(
-            fd,
-            (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr>(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    match i32::from(ss.ss_family) {
-        libc::AF_INET => {
-            // SAFETY: the family says the storage holds a sockaddr_in, which
-            // it is large and aligned enough for.
-            let a = unsafe { &*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::new(
-                IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))),
-                u16::from_be(a.sin_port),
-            ))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: as above, for sockaddr_in6.
-            let a =
-                unsafe { &*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::new(
-                IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)),
-                u16::from_be(a.sin6_port),
-            ))
-        }
-        _ => None,
-    }
-}
-
-/// Whether socket `fd` is a datagram socket (`SO_TYPE`).
-fn is_dgram(fd: RawFd) -> bool {
-    let mut ty: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `ty` is writable for `len` bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TYPE,
-            (&mut ty as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    rc == 0 && ty == libc::SOCK_DGRAM
-}
-
-/// The descriptor of the UDP socket bound to `local` (the `udp` backend's).
-pub fn find_udp_socket(local: SocketAddr) -> Option<RawFd> {
-    own_fds().into_iter().find(|&fd| {
-        std::fs::read_link(format!("/proc/self/fd/{fd}"))
-            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
-            && sockname(fd) == Some(local)
-            && is_dgram(fd)
-    })
-}
-
-/// The `/dev/net/tun` descriptor attached to interface `name` (the `tap`
-/// backend's), found with `TUNGETIFF`.
-pub fn find_tap_fd(name: &str) -> Option<RawFd> {
-    own_fds().into_iter().find(|&fd| {
-        if !std::fs::read_link(format!("/proc/self/fd/{fd}"))
-            .is_ok_and(|l| l.as_os_str() == "/dev/net/tun")
-        {
-            return false;
-        }
-        // SAFETY: ifreq is integers, byte arrays and a union of those; all
-        // zero is valid.
-        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-        // TUNGETIFF = _IOR('T', 210, unsigned int).
-        const TUNGETIFF: libc::c_ulong = 0x8004_54d2;
-        // SAFETY: TUNGETIFF writes at most one `struct ifreq` into `req`,
-        // which is writable and lives across the call; on a descriptor not
-        // attached to an interface it fails and writes nothing.
-        let rc = unsafe { libc::ioctl(fd, TUNGETIFF, &mut req as *mut libc::ifreq) };
-        if rc != 0 {
-            return false;
-        }
-        let got: Vec<u8> = req
-            .ifr_name
-            .iter()
-            .take_while(|c| **c != 0)
-            .map(|c| *c as u8)
-            .collect();
-        got == name.as_bytes()
-    })
 }

@@ -3,13 +3,20 @@
 //! 127.0.0.2 over the UDP backend, each bounded in time and killed on
 //! failure.
 
-#![allow(dead_code)]
+// Each test binary uses a part of the helpers.
+#![allow(dead_code, unused_imports)]
+
+// The reference files of ../shared, one module for every test tree.
+#[path = "../../../stack/tests/common/shared.rs"]
+mod shared;
 
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub use shared::reference_vectors;
 
 /// `libroce_ibverbs.so` of this build (cargo builds the cdylib with the
 /// tests: `target/<profile>/deps/`, uplifted to `target/<profile>/`).

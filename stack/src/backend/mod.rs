@@ -1,6 +1,5 @@
 //! The one interface every frame mover implements (DPDK, TAP, UDP socket,
-//! pcap, the in-memory wire), and [`pump`], the loop step that joins a
-//! backend to a [`Device`].
+//! pcap, the in-memory wire).
 //!
 //! The interface is shaped for zero-copy drivers:
 //! - receive hands the caller each frame as a slice that borrows the driver's
@@ -9,7 +8,7 @@
 //!   destination memory region;
 //! - transmit lends the caller a driver buffer (for DPDK the mbuf's data
 //!   room) and the device writes the whole frame, headers included, into it;
-//! - zero-copy transmit ([`FrameIo::tx_burst_gather`], [`pump_gather`]): a
+//! - zero-copy transmit ([`FrameIo::tx_burst_gather`]): a
 //!   large payload from a shared MR comes as a [`TxFrame::Gather`], headers
 //!   in the lent buffer and the payload by reference, which a driver that
 //!   can chain buffers (DPDK external buffers) sends without copying; the
@@ -17,14 +16,17 @@
 //!   ([`TxFrame::linearize`]), so every backend accepts it.
 //!
 //! Nothing here performs I/O: the implementations live with their OS or
-//! driver glue (`dpdk-glue`, the `roce` CLI's backends).
+//! driver glue (`dpdk-glue`, the `roce-io` crate), and so does the loop
+//! step that joins one to a [`Device`] (`roce_io::pump`).
+//!
+//! [`Device`]: crate::verbs::Device
 
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
-use crate::time::Instant;
-use crate::verbs::Device;
-
 /// One frame produced by [`Device::poll_transmit_gather`].
+///
+/// [`Device::poll_transmit_gather`]: crate::verbs::Device::poll_transmit_gather
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxFrame {
     /// The whole frame, this many bytes, is at the start of the buffer.
@@ -152,6 +154,8 @@ pub trait FrameIo {
     /// driver that can send a chain of buffers overrides it to send the
     /// payload in place, keeping the frame's `Arc` until the driver is done
     /// with the memory.
+    ///
+    /// [`Device::poll_transmit_gather`]: crate::verbs::Device::poll_transmit_gather
     fn tx_burst_gather(
         &mut self,
         max: usize,
@@ -159,55 +163,13 @@ pub trait FrameIo {
     ) -> Result<usize, Self::Error> {
         self.tx_burst(max, &mut |buf| fill(buf).and_then(|f| f.linearize(buf)))
     }
-}
 
-/// What one [`pump`] step moved.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PumpStats {
-    /// Frames received from the backend and handed to the device.
-    pub rx: usize,
-    /// Frames the device produced and the backend accepted.
-    pub tx: usize,
-}
-
-/// One step of a poll loop: receive a burst into `dev`, run its timers due at
-/// `now`, then transmit a burst of what it has to send. Returns the frame
-/// counts; a caller with nothing moved may sleep until
-/// [`Device::poll_timeout`] or until its backend is readable.
-///
-/// # Errors
-/// The backend's error from `rx_burst` or `tx_burst`.
-pub fn pump<B: FrameIo + ?Sized>(
-    dev: &mut Device,
-    io: &mut B,
-    now: Instant,
-    burst: usize,
-) -> Result<PumpStats, B::Error> {
-    let rx = io.rx_burst(burst, &mut |frame| dev.handle_frame(now, frame))?;
-    if dev.poll_timeout().is_some_and(|t| t <= now) {
-        dev.handle_timeout(now);
+    /// A descriptor that becomes readable (poll(2) `POLLIN`) when
+    /// [`FrameIo::rx_burst`] has frames to deliver, for a caller that sleeps
+    /// while nothing happens; `None` (the default) for a driver that must be
+    /// polled (DPDK) or has nothing to wait on. The descriptor stays the
+    /// backend's: the caller only polls it, never reads or closes it.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
     }
-    let tx = io.tx_burst(burst, &mut |buf| dev.poll_transmit(now, buf))?;
-    Ok(PumpStats { rx, tx })
-}
-
-/// As [`pump`], transmitting with [`Device::poll_transmit_gather`] and
-/// [`FrameIo::tx_burst_gather`]: large payloads of shared MRs go to the
-/// backend by reference (sent without a copy by backends that support it,
-/// copied once by the others).
-///
-/// # Errors
-/// The backend's error from `rx_burst` or `tx_burst_gather`.
-pub fn pump_gather<B: FrameIo + ?Sized>(
-    dev: &mut Device,
-    io: &mut B,
-    now: Instant,
-    burst: usize,
-) -> Result<PumpStats, B::Error> {
-    let rx = io.rx_burst(burst, &mut |frame| dev.handle_frame(now, frame))?;
-    if dev.poll_timeout().is_some_and(|t| t <= now) {
-        dev.handle_timeout(now);
-    }
-    let tx = io.tx_burst_gather(burst, &mut |buf| dev.poll_transmit_gather(now, buf))?;
-    Ok(PumpStats { rx, tx })
 }

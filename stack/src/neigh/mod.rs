@@ -27,8 +27,8 @@
 //! ([`NeighConfig::max_pending`]) of frame buffers that are recycled, and the
 //! cache holds at most [`NeighConfig::max_entries`] entries.
 //!
-//! [`pump`] is [`crate::backend::pump`] with a `Neighbors` in front of the
-//! device: the loop step for any Ethernet backend (TAP, DPDK).
+//! `roce_io::adapt::NeighIo` puts a `Neighbors` in front of any Ethernet
+//! backend (TAP, DPDK), so that the device only sees the rest.
 //!
 //! One file per protocol: `arp` (ARP), `ndp` (ICMPv6: Neighbor Discovery
 //! and echo), `icmp` (ICMPv4 echo), `cache` (the resolution state); this
@@ -52,9 +52,8 @@ use cache::Entry;
 
 use ndp::{emit_icmpv6, ipv6_multicast_mac, solicited_node};
 
-use crate::backend::{FrameIo, PumpStats};
 use crate::time::Instant;
-use crate::verbs::{Device, DeviceConfig};
+use crate::verbs::DeviceConfig;
 use crate::wire::arp::ArpRepr;
 use crate::wire::ETH_MIN_FRAME_LEN;
 
@@ -409,36 +408,6 @@ fn frame_len(len: usize) -> usize {
     len.max(ETH_MIN_FRAME_LEN)
 }
 
-/// One step of a poll loop for an Ethernet backend: receive a burst, giving
-/// ARP/ICMP frames to `neigh` and the rest to `dev`; run the device's timers
-/// due at `now`; then transmit a burst, `neigh`'s replies and requests
-/// first, then the device's frames. Like [`crate::backend::pump`] otherwise.
-///
-/// # Errors
-/// The backend's error from `rx_burst` or `tx_burst`.
-pub fn pump<B: FrameIo + ?Sized>(
-    dev: &mut Device,
-    neigh: &mut Neighbors,
-    io: &mut B,
-    now: Instant,
-    burst: usize,
-) -> Result<PumpStats, B::Error> {
-    let rx = io.rx_burst(burst, &mut |frame| {
-        if !neigh.handle_frame(now, frame) {
-            dev.handle_frame(now, frame);
-        }
-    })?;
-    if dev.poll_timeout().is_some_and(|t| t <= now) {
-        dev.handle_timeout(now);
-    }
-    let tx = io.tx_burst(burst, &mut |buf| {
-        neigh
-            .poll_transmit(now, buf)
-            .or_else(|| dev.poll_transmit(now, buf))
-    })?;
-    Ok(PumpStats { rx, tx })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,80 +533,5 @@ mod tests {
         assert!(
             matches!(icmp, Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert { flags, .. }) if flags == NdiscNeighborFlags::OVERRIDE)
         );
-    }
-
-    /// An in-memory backend: frames to deliver, frames sent.
-    struct Mem {
-        rx: VecDeque<Vec<u8>>,
-        tx: Vec<Vec<u8>>,
-    }
-
-    impl FrameIo for Mem {
-        type Error = std::io::Error;
-        fn max_frame_len(&self) -> usize {
-            2048
-        }
-        fn rx_burst(
-            &mut self,
-            max: usize,
-            on_frame: &mut dyn FnMut(&[u8]),
-        ) -> std::io::Result<usize> {
-            let mut n = 0;
-            while n < max {
-                let Some(f) = self.rx.pop_front() else { break };
-                on_frame(&f);
-                n += 1;
-            }
-            Ok(n)
-        }
-        fn tx_burst(
-            &mut self,
-            max: usize,
-            fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
-        ) -> std::io::Result<usize> {
-            let mut n = 0;
-            let mut buf = vec![0u8; 2048];
-            while n < max {
-                let Some(len) = fill(&mut buf) else { break };
-                self.tx.push(buf[..len].to_vec());
-                n += 1;
-            }
-            Ok(n)
-        }
-    }
-
-    #[test]
-    fn pump_routes_neighbour_frames_to_neigh_and_the_rest_to_the_device() {
-        let mut dev = crate::testing::test_device(0, 1500);
-        let mut n = Neighbors::for_device(dev.config());
-        assert_eq!(n.config().ipv4, vec![Ipv4Addr::new(10, 0, 0, 1)]);
-        let mac = dev.config().mac;
-        let mut udp4 = vec![0u8; 60];
-        udp4[12..14].copy_from_slice(&[0x08, 0x00]);
-        udp4[14] = 0x45;
-        udp4[23] = 17;
-        let mut io = Mem {
-            rx: VecDeque::from([
-                arp_frame(
-                    [0xff; 6],
-                    1,
-                    PEER,
-                    PEER_IP,
-                    [0; 6],
-                    Ipv4Addr::new(10, 0, 0, 1),
-                ),
-                udp4,
-            ]),
-            tx: Vec::new(),
-        };
-        let st = pump(&mut dev, &mut n, &mut io, Instant::ZERO, 32).expect("pump");
-        assert_eq!(st, PumpStats { rx: 2, tx: 1 });
-        assert_eq!(
-            dev.counters().rx_frames,
-            1,
-            "only the non-ARP frame reached the device"
-        );
-        assert_eq!(&io.tx[0][0..6], &PEER);
-        assert_eq!(&io.tx[0][6..12], &mac);
     }
 }

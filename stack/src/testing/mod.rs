@@ -18,7 +18,7 @@ use crate::time::Instant;
 use crate::transport::av::{AddressVector, Gid};
 use crate::verbs::{
     AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    VerbsError,
+    VerbsError, Wc,
 };
 use crate::wire::{
     BthRepr, EthRepr, ExtHeaders, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr, UdpChecksum, UdpRepr,
@@ -114,6 +114,50 @@ pub struct WireStats {
     pub reordered: u64,
     /// Frames with a flipped bit.
     pub corrupted: u64,
+}
+
+/// `len` bytes of test data that differ per `seed` and per offset (byte
+/// `i` is `31 i + seed` xor `i / 256`, so a block misplaced by a multiple of
+/// 256 bytes is caught too): the one payload pattern of the test trees.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
+
+/// The bytes of a hex string (white space ignored), for test vectors.
+///
+/// # Panics
+/// On an odd number of digits or a character that is not a hex digit.
+pub fn unhex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(s.len() % 2 == 0, "odd number of hex digits");
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// Take every completion waiting on CQ `cq` of `dev`, in order.
+pub fn poll_all(dev: &mut Device, cq: u32) -> Vec<Wc> {
+    let mut out = Vec::new();
+    let mut buf = [Wc::EMPTY; 16];
+    loop {
+        let n = dev.poll_cq(cq, &mut buf);
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Every access flag a test memory region may need (local write, remote
+/// write, read and atomic).
+pub fn all_access() -> AccessFlags {
+    AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC
 }
 
 /// The configuration of test side `i` (0 or 1): MAC 02:00:00:00:00:0(i+1),

@@ -1,5 +1,6 @@
-//! Extension transport headers that follow the BTH (IBTA 1.7 §9.3): which
-//! ones a packet has ([`ExtHeaders`], [`ExtView`]) and, re-exported here,
+//! Extension transport headers that follow the BTH (IBTA 1.7 §9.3): their
+//! identities ([`ExtHeader`], sets of them: [`HdrMask`]), which ones a
+//! packet has ([`ExtHeaders`], [`ExtView`]) and, re-exported here,
 //! each header's meaning. Each header has its own module with its checked
 //! view and `Repr`:
 //!
@@ -21,7 +22,6 @@
 
 use core::fmt;
 
-use super::opcode::{ExtHeader, HdrMask};
 use super::{aeth, atmack, atmeth, cnp, deth, feth, ieth, immdt, rdeth, reth, xrceth, Error};
 
 pub use super::aeth::{credit_count, rnr_timer, AethRepr, AethSyndrome, NakCode};
@@ -32,6 +32,157 @@ pub use super::feth::FethRepr;
 pub use super::rdeth::RdethRepr;
 pub use super::reth::RethRepr;
 pub use super::xrceth::XrcethRepr;
+
+/// The extension headers that may follow a BTH. The discriminant order is the
+/// order in which they appear on the wire when several are present
+/// (IBTA 1.7 §9.2, Figure 96; FETH precedes RETH in FLUSH, §9.4.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ExtHeader {
+    /// Reliable Datagram ETH, 4 bytes (§9.3.1).
+    Rdeth = 0,
+    /// Datagram ETH, 8 bytes (§9.3.2).
+    Deth = 1,
+    /// XRC ETH, 4 bytes (§9.3.7, XRC annex).
+    Xrceth = 2,
+    /// Flush ETH, 4 bytes (IBTA 1.5 memory placement extensions).
+    Feth = 3,
+    /// RDMA ETH, 16 bytes (§9.3.3).
+    Reth = 4,
+    /// Atomic ETH, 28 bytes (§9.3.4).
+    AtomicEth = 5,
+    /// ACK ETH, 4 bytes (§9.3.5).
+    Aeth = 6,
+    /// Atomic ACK ETH, 8 bytes (§9.3.6).
+    AtomicAckEth = 7,
+    /// Immediate data, 4 bytes (§9.3.8).
+    ImmDt = 8,
+    /// Invalidate ETH, 4 bytes (§9.3.9).
+    Ieth = 9,
+    /// The 16 reserved bytes that follow the BTH of a RoCEv2 CNP
+    /// (RoCEv2 Annex A17.9.3).
+    CnpPad = 10,
+}
+
+impl ExtHeader {
+    /// Every header, in wire order.
+    pub const ALL: [ExtHeader; 11] = [
+        ExtHeader::Rdeth,
+        ExtHeader::Deth,
+        ExtHeader::Xrceth,
+        ExtHeader::Feth,
+        ExtHeader::Reth,
+        ExtHeader::AtomicEth,
+        ExtHeader::Aeth,
+        ExtHeader::AtomicAckEth,
+        ExtHeader::ImmDt,
+        ExtHeader::Ieth,
+        ExtHeader::CnpPad,
+    ];
+
+    /// Length on the wire, bytes.
+    #[allow(clippy::len_without_is_empty)] // a header's size; never empty
+    pub const fn len(self) -> usize {
+        match self {
+            ExtHeader::Rdeth => 4,
+            ExtHeader::Deth => 8,
+            ExtHeader::Xrceth => 4,
+            ExtHeader::Feth => 4,
+            ExtHeader::Reth => 16,
+            ExtHeader::AtomicEth => 28,
+            ExtHeader::Aeth => 4,
+            ExtHeader::AtomicAckEth => 8,
+            ExtHeader::ImmDt => 4,
+            ExtHeader::Ieth => 4,
+            ExtHeader::CnpPad => 16,
+        }
+    }
+
+    /// Bit of this header in a [`HdrMask`].
+    pub const fn bit(self) -> u16 {
+        1 << (self as u8)
+    }
+
+    /// Name as Wireshark and the IBTA spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ExtHeader::Rdeth => "RDETH",
+            ExtHeader::Deth => "DETH",
+            ExtHeader::Xrceth => "XRCETH",
+            ExtHeader::Feth => "FETH",
+            ExtHeader::Reth => "RETH",
+            ExtHeader::AtomicEth => "AtomicETH",
+            ExtHeader::Aeth => "AETH",
+            ExtHeader::AtomicAckEth => "AtomicAckETH",
+            ExtHeader::ImmDt => "ImmDt",
+            ExtHeader::Ieth => "IETH",
+            ExtHeader::CnpPad => "CNP-reserved",
+        }
+    }
+}
+
+/// A set of [`ExtHeader`]s, one bit each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct HdrMask(pub u16);
+
+impl HdrMask {
+    /// The empty set.
+    pub const EMPTY: HdrMask = HdrMask(0);
+
+    /// Whether `h` is in the set.
+    pub const fn contains(self, h: ExtHeader) -> bool {
+        self.0 & h.bit() != 0
+    }
+
+    /// The set plus `h`.
+    pub const fn with(self, h: ExtHeader) -> HdrMask {
+        HdrMask(self.0 | h.bit())
+    }
+
+    /// Headers in the set, in wire order.
+    pub fn iter(self) -> impl Iterator<Item = ExtHeader> {
+        // Bit i is `ExtHeader::ALL[i]`, so lowest set bit first is wire
+        // order; only the set bits are visited.
+        let mut bits = self.0 & ((1 << ExtHeader::ALL.len()) - 1);
+        core::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            ExtHeader::ALL.get(i).copied()
+        })
+    }
+
+    /// Total length of the headers in the set, bytes.
+    #[inline]
+    pub const fn total_len(self) -> usize {
+        Self::sum_len(self.0)
+    }
+
+    /// The summed lengths of the headers whose bits are set in `bits`
+    /// (only the set bits are visited: a packet has zero to three).
+    #[inline(always)]
+    const fn sum_len(bits: u16) -> usize {
+        let mut bits = bits & ((1 << ExtHeader::ALL.len()) - 1);
+        let mut len = 0;
+        while bits != 0 {
+            len += ExtHeader::ALL[bits.trailing_zeros() as usize].len();
+            bits &= bits - 1;
+        }
+        len
+    }
+
+    /// Byte offset of `h` from the end of the BTH, if present: the lengths
+    /// of the headers before it in wire order (bit order).
+    #[inline]
+    pub const fn offset_of(self, h: ExtHeader) -> Option<usize> {
+        if !self.contains(h) {
+            return None;
+        }
+        Some(Self::sum_len(self.0 & (h.bit() - 1)))
+    }
+}
 
 /// All extension headers of one packet; each is present exactly when the opcode
 /// table says so.

@@ -1,50 +1,23 @@
 //! Helpers shared by the transport scenario tests (CASES.md): polling,
 //! decoding captured frames, and frames for tests that play a peer by hand.
-#![allow(dead_code)]
+// Each test binary uses a part of the helpers.
+#![allow(dead_code, unused_imports)]
+
+mod shared;
 
 use std::time::Duration;
 
+pub use roce_stack::testing::{all_access, pattern, unhex};
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
-use roce_stack::verbs::{AccessFlags, MrKeys, RecvWr, SendWr, Sge, Wc, WcStatus, WrOpcode};
+use roce_stack::verbs::{MrKeys, RecvWr, SendWr, Sge, Wc, WcStatus, WrOpcode};
 use roce_stack::wire::ext::{AethRepr, RethRepr};
 use roce_stack::wire::{BthRepr, ExtHeaders, NetInfo, Opcode, RocePacket};
-
-/// Every remote right plus LOCAL_WRITE.
-pub fn all_access() -> AccessFlags {
-    AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC
-}
-
-/// `len` bytes of a pattern that differs per `seed`.
-pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            (i as u8)
-                .wrapping_mul(31)
-                .wrapping_add(seed)
-                .wrapping_add((i >> 8) as u8)
-        })
-        .collect()
-}
-
-fn blank_wc() -> Wc {
-    Wc::EMPTY
-}
+pub use shared::{public_vectors, reference_vectors, shared_dir};
 
 /// Take every completion waiting on `cq` of side `side`.
 pub fn poll_all(p: &mut Pair, side: usize, cq: u32) -> Vec<Wc> {
-    let mut out = Vec::new();
-    let mut buf = [blank_wc(); 16];
-    loop {
-        let n = p.dev[side].poll_cq(cq, &mut buf);
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
+    roce_stack::testing::poll_all(&mut p.dev[side], cq)
 }
 
 /// `(wr_id, status)` of each completion.
@@ -282,16 +255,9 @@ pub fn reference_icrc_v4(frame: &[u8]) -> [u8; 4] {
 /// RFC 791 header checksum of the 20-byte IPv4 header at `h` (checksum field
 /// taken as 0).
 pub fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum = 0u32;
-    for (i, w) in h[..20].chunks(2).enumerate() {
-        if i != 5 {
-            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-        }
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
+    let mut c = h[..20].to_vec();
+    c[10..12].copy_from_slice(&[0, 0]);
+    !ones_sum(&c)
 }
 
 /// `frame` (an untagged RoCEv2/IPv4 frame as [`roce_stack::testing::Pair::frame`]
@@ -332,4 +298,42 @@ pub fn tagged(frame: &[u8], vid: u16) -> Vec<u8> {
     f.extend_from_slice(&(vid & 0x0FFF).to_be_bytes());
     f.extend_from_slice(&frame[12..]);
     f
+}
+
+/// RFC 1071 one's-complement sum of `data` (odd length padded with a zero
+/// byte), folded to 16 bits, not complemented.
+pub fn ones_sum(data: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for c in data.chunks(2) {
+        let w = if c.len() == 2 {
+            u16::from_be_bytes([c[0], c[1]])
+        } else {
+            u16::from_be_bytes([c[0], 0])
+        };
+        sum += w as u32;
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Recompute the IPv4 header checksum (RFC 791) of the header at `ip`.
+pub fn fix_ipv4_checksum(ip: &mut [u8]) {
+    let ihl = ((ip[0] & 0x0F) as usize * 4).clamp(20, ip.len());
+    ip[10] = 0;
+    ip[11] = 0;
+    let c = !ones_sum(&ip[..ihl]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The frame `r` builds around `payload` (the buffer it is written into
+/// starts as 0xAA bytes and is longer than the frame, so the length
+/// `emit` returns is checked too).
+pub fn emit(r: &roce_stack::wire::PacketRepr, payload: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0xAAu8; r.frame_len(payload.len()) + 16];
+    let n = r.emit(&mut buf, payload).expect("emit");
+    assert_eq!(n, r.frame_len(payload.len()));
+    buf.truncate(n);
+    buf
 }

@@ -40,11 +40,10 @@
 //! connected QP's address vector.
 //!
 //! - [`TapIo`]: the raw backend ([`FrameIo`]).
-//! - [`TapHost`]: a [`Device`], its [`Neighbors`] and a [`TapIo`], driven on
-//!   the monotonic clock ([`roce_stack::neigh::pump`]).
-//! - [`NeighIo`]: any Ethernet backend with a [`Neighbors`] in front, for a
-//!   runner that only knows [`FrameIo`] (what [`open`] returns for
-//!   `roce perf --backend tap`).
+//! - [`TapHost`]: a [`Device`] and a [`TapIo`] behind a [`NeighIo`] (its
+//!   [`Neighbors`]), driven by [`crate::pump()`] on the monotonic clock.
+//! - [`open`]: the same [`NeighIo`] in front of a [`TapIo`], boxed, for a
+//!   runner that only knows [`FrameIo`] (`roce perf --backend tap`).
 //!
 //! # Setting up by hand
 //!
@@ -72,17 +71,19 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::net::IpAddr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
-use roce_stack::backend::{FrameIo, PumpStats};
-use roce_stack::neigh::{self, NeighConfig, Neighbors, Resolution};
+use roce_stack::backend::FrameIo;
+use roce_stack::neigh::{NeighConfig, Neighbors, Resolution};
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::Device;
 
-use super::{mac_for_ip, AnyIo, BackendError, BackendOptions, Opened};
+use crate::adapt::NeighIo;
+use crate::open::{mac_for_ip, AnyIo, BackendError, BackendOptions, Opened};
+use crate::pump::{pump, PumpStats};
 use crate::sys;
 
 /// Interface name [`open`] uses when none is given.
@@ -223,8 +224,26 @@ impl TapIo {
     }
 }
 
+/// The interface's descriptor: readable when a frame waits (what
+/// [`TapIo::wait_readable`] polls).
+impl AsFd for TapIo {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+impl AsRawFd for TapIo {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
 impl FrameIo for TapIo {
     type Error = io::Error;
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.file.as_fd())
+    }
 
     fn max_frame_len(&self) -> usize {
         self.mtu + L2_OVERHEAD
@@ -277,23 +296,16 @@ impl FrameIo for TapIo {
     }
 }
 
-/// Nanoseconds since `epoch` as a stack [`Instant`].
-fn since(epoch: std::time::Instant) -> Instant {
-    Instant::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
-}
-
-/// A [`Device`], the [`Neighbors`] that answer and resolve for it, and the
-/// [`TapIo`] they share, on the monotonic clock (nanoseconds since
-/// [`TapHost::new`]).
+/// A [`Device`] and the [`TapIo`] it shares with the [`Neighbors`] that
+/// answer and resolve for it ([`NeighIo`]), on the monotonic clock
+/// (nanoseconds since [`TapHost::new`]).
 #[derive(Debug)]
 pub struct TapHost {
     /// The RoCE device.
     pub dev: Device,
-    /// ARP/ND/ICMP for the device's MAC and GIDs.
-    pub neigh: Neighbors,
-    /// The interface.
-    pub io: TapIo,
-    epoch: std::time::Instant,
+    /// The interface, with ARP/ND/ICMP for the device's MAC and GIDs in
+    /// front.
+    pub io: NeighIo<TapIo>,
 }
 
 impl TapHost {
@@ -306,26 +318,40 @@ impl TapHost {
         };
         TapHost {
             dev,
-            neigh: Neighbors::new(cfg),
-            io,
-            epoch: std::time::Instant::now(),
+            io: NeighIo::new(io, Neighbors::new(cfg)),
         }
     }
 
     /// The current time on this host's clock.
     pub fn now(&self) -> Instant {
-        since(self.epoch)
+        self.io.now()
     }
 
-    /// One loop step at the current time ([`roce_stack::neigh::pump`]):
-    /// up to `burst` frames in (ARP/ICMP to the neighbours, the rest to the
-    /// device), timers, up to `burst` frames out.
+    /// The neighbours (cache, counters).
+    pub fn neigh(&self) -> &Neighbors {
+        self.io.neigh()
+    }
+
+    /// The interface.
+    pub fn tap(&self) -> &TapIo {
+        self.io.inner()
+    }
+
+    /// The interface, e.g. to write a frame past the device and the
+    /// neighbours.
+    pub fn tap_mut(&mut self) -> &mut TapIo {
+        self.io.inner_mut()
+    }
+
+    /// One loop step at the current time ([`crate::pump()`]): up to `burst`
+    /// frames in (ARP/ICMP to the neighbours, the rest to the device),
+    /// timers, up to `burst` frames out (the neighbours' first).
     ///
     /// # Errors
     /// The interface's read or write error.
     pub fn poll(&mut self, burst: usize) -> io::Result<PumpStats> {
         let now = self.now();
-        neigh::pump(&mut self.dev, &mut self.neigh, &mut self.io, now, burst)
+        pump(&mut self.dev, &mut self.io, now, burst)
     }
 
     /// Sleep until a frame arrives, a timer of the device or the neighbours
@@ -336,7 +362,7 @@ impl TapHost {
     /// poll(2)'s.
     pub fn wait(&self, max: Duration) -> io::Result<bool> {
         let now = self.now();
-        let due = [self.dev.poll_timeout(), self.neigh.poll_at()]
+        let due = [self.dev.poll_timeout(), self.neigh().poll_at()]
             .into_iter()
             .flatten()
             .min()
@@ -344,19 +370,19 @@ impl TapHost {
         if due.is_zero() {
             return Ok(false);
         }
-        self.io.wait_readable(due)
+        self.tap().wait_readable(due)
     }
 
     /// Start resolving `ip` (see [`Neighbors::request`]); the requests go
     /// out from [`TapHost::poll`]. Returns the MAC if it is known.
     pub fn start_resolve(&mut self, ip: IpAddr) -> Option<[u8; 6]> {
         let now = self.now();
-        self.neigh.request(now, ip)
+        self.io.neigh_mut().request(now, ip)
     }
 
     /// Where the resolution of `ip` stands.
     pub fn resolution(&self, ip: IpAddr) -> Resolution {
-        self.neigh.status(self.now(), ip)
+        self.neigh().status(self.now(), ip)
     }
 
     /// Resolve `ip` to a MAC by ARP (IPv4) or neighbour solicitation (IPv6),
@@ -412,83 +438,6 @@ impl TapHost {
     }
 }
 
-/// An Ethernet backend with a [`Neighbors`] in front: ARP, neighbour
-/// discovery and ICMP echo frames are answered here and never reach the
-/// caller; the replies and requests go out ahead of the caller's frames in
-/// [`FrameIo::tx_burst`]. The neighbours run on the monotonic clock
-/// (nanoseconds since [`NeighIo::new`]).
-#[derive(Debug)]
-pub struct NeighIo<B> {
-    inner: B,
-    neigh: Neighbors,
-    epoch: std::time::Instant,
-}
-
-impl<B: FrameIo> NeighIo<B> {
-    /// `neigh` in front of `inner`.
-    pub fn new(inner: B, neigh: Neighbors) -> NeighIo<B> {
-        NeighIo {
-            inner,
-            neigh,
-            epoch: std::time::Instant::now(),
-        }
-    }
-
-    /// The neighbours (cache, counters).
-    pub fn neigh(&self) -> &Neighbors {
-        &self.neigh
-    }
-
-    /// The neighbours, e.g. to request a resolution.
-    pub fn neigh_mut(&mut self) -> &mut Neighbors {
-        &mut self.neigh
-    }
-
-    /// The current time on the neighbours' clock.
-    pub fn now(&self) -> Instant {
-        since(self.epoch)
-    }
-
-    /// The wrapped backend.
-    pub fn inner(&self) -> &B {
-        &self.inner
-    }
-}
-
-impl<B: FrameIo> FrameIo for NeighIo<B> {
-    type Error = B::Error;
-
-    fn max_frame_len(&self) -> usize {
-        self.inner.max_frame_len()
-    }
-
-    /// Returns the frames handed to `on_frame` (neighbour frames excluded).
-    fn rx_burst(&mut self, max: usize, on_frame: &mut dyn FnMut(&[u8])) -> Result<usize, B::Error> {
-        let now = self.now();
-        let neigh = &mut self.neigh;
-        let mut passed = 0;
-        self.inner.rx_burst(max, &mut |frame| {
-            if !neigh.handle_frame(now, frame) {
-                passed += 1;
-                on_frame(frame);
-            }
-        })?;
-        Ok(passed)
-    }
-
-    fn tx_burst(
-        &mut self,
-        max: usize,
-        fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
-    ) -> Result<usize, B::Error> {
-        let now = self.now();
-        let neigh = &mut self.neigh;
-        self.inner.tx_burst(max, &mut |buf| {
-            neigh.poll_transmit(now, buf).or_else(|| fill(buf))
-        })
-    }
-}
-
 /// The MTU of interface `name` in this network namespace, if it exists
 /// (`/sys/class/net/NAME/mtu`).
 fn current_mtu(name: &str) -> Option<usize> {
@@ -528,22 +477,12 @@ pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
         .max(current_mtu(name).unwrap_or(0));
     let io = TapIo::open(name, mtu).map_err(|e| BackendError::with("tap", e))?;
     let mac = o.mac.unwrap_or_else(|| mac_for_ip(ip));
-    let mut cfg = NeighConfig {
-        mac,
-        max_frame_len: io.max_frame_len(),
-        ..NeighConfig::default()
-    };
-    match ip {
-        IpAddr::V4(a) => cfg.ipv4.push(a),
-        IpAddr::V6(a) => cfg.ipv6.push(a),
-    }
-    let mut neigh = Neighbors::new(cfg);
-    neigh.announce();
     Ok(Opened {
-        io: AnyIo::new(NeighIo::new(io, neigh)),
+        io: AnyIo::new(NeighIo::for_address(io, ip, mac)),
         ip,
         mac,
         udp: None,
+        #[cfg(feature = "udp")]
         routes: None,
     })
 }

@@ -9,25 +9,15 @@
 //! allocated per frame. A sender with no free buffer left ends its burst
 //! early, as a NIC with a full ring does, and tries again on its next one.
 //!
-//! Options: a seeded loss probability per direction (frames counted as sent
-//! and dropped, never delivered; [`roce_stack::testing::Rng`], SplitMix64), a
-//! [`FrameTap`] that sees every delivered frame (the `--pcap` recorder), and
-//! the placement of the buffers in memory (see `roce::perf`, "Memory
-//! alignment").
+//! The one option is the placement of the buffers in memory (see
+//! `roce::perf`, "Memory alignment"). Loss and capture are adapters that
+//! work on every backend ([`crate::adapt::FaultIo`],
+//! [`crate::adapt::TeeIo`]).
 
 use std::convert::Infallible;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
 
 use roce_stack::backend::FrameIo;
-use roce_stack::testing::Rng;
-
-/// Something that records frames as the wire delivers them (e.g.
-/// [`super::pcap::PcapTap`]). Called from the sending thread.
-pub trait FrameTap: Send + Sync {
-    /// Record one frame (the bytes without FCS).
-    fn record(&self, frame: &[u8]);
-}
 
 /// Default number of buffers per direction: enough to keep a 4096-byte-MTU
 /// stream going while the peer is busy.
@@ -37,21 +27,15 @@ pub const DEFAULT_POOL: usize = 512;
 const FRAME_PHASE: usize = 128;
 
 /// How [`pair`] builds the wire.
-#[derive(Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemConfig {
     /// Bytes per frame buffer (the largest frame, without FCS).
     pub frame_cap: usize,
     /// Buffers per direction.
     pub pool: usize,
-    /// Probability, in [0, 1), that a frame is dropped (each direction).
-    pub loss: f64,
-    /// Seed of the loss decisions.
-    pub seed: u64,
     /// `Some(p)`: every buffer starts exactly `p` (mod 4096) bytes past a
     /// 4096-byte boundary; `None`: 128 bytes past a 256-byte boundary.
     pub page_offset: Option<usize>,
-    /// Sees every delivered frame of both directions.
-    pub tap: Option<Arc<dyn FrameTap>>,
 }
 
 impl Default for MemConfig {
@@ -59,24 +43,8 @@ impl Default for MemConfig {
         MemConfig {
             frame_cap: 16 * 1024,
             pool: DEFAULT_POOL,
-            loss: 0.0,
-            seed: 1,
             page_offset: None,
-            tap: None,
         }
-    }
-}
-
-impl std::fmt::Debug for MemConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemConfig")
-            .field("frame_cap", &self.frame_cap)
-            .field("pool", &self.pool)
-            .field("loss", &self.loss)
-            .field("seed", &self.seed)
-            .field("page_offset", &self.page_offset)
-            .field("tap", &self.tap.is_some())
-            .finish()
     }
 }
 
@@ -132,11 +100,6 @@ pub struct MemIo {
     /// is reused first, so few buffers stay warm in the cache).
     spare: Vec<FrameBuf>,
     cap: usize,
-    loss: f64,
-    rng: Rng,
-    tap: Option<Arc<dyn FrameTap>>,
-    sent: u64,
-    dropped: u64,
 }
 
 impl std::fmt::Debug for MemIo {
@@ -144,9 +107,6 @@ impl std::fmt::Debug for MemIo {
         f.debug_struct("MemIo")
             .field("cap", &self.cap)
             .field("spare", &self.spare.len())
-            .field("loss", &self.loss)
-            .field("sent", &self.sent)
-            .field("dropped", &self.dropped)
             .finish_non_exhaustive()
     }
 }
@@ -163,8 +123,6 @@ pub fn pair(cfg: &MemConfig) -> (MemIo, MemIo) {
             .map(|_| FrameBuf::new(cfg.frame_cap, cfg.page_offset))
             .collect::<Vec<_>>()
     };
-    // Independent loss decisions per direction, both from the seed.
-    let mut seeder = Rng::new(cfg.seed);
     let a = MemIo {
         rx: rx_ba,
         rx_return: ret_ba,
@@ -172,11 +130,6 @@ pub fn pair(cfg: &MemConfig) -> (MemIo, MemIo) {
         tx_free: free_ab,
         spare: bufs(),
         cap: cfg.frame_cap,
-        loss: cfg.loss,
-        rng: Rng::new(seeder.next_u64()),
-        tap: cfg.tap.clone(),
-        sent: 0,
-        dropped: 0,
     };
     let b = MemIo {
         rx: rx_ab,
@@ -185,25 +138,11 @@ pub fn pair(cfg: &MemConfig) -> (MemIo, MemIo) {
         tx_free: free_ba,
         spare: bufs(),
         cap: cfg.frame_cap,
-        loss: cfg.loss,
-        rng: Rng::new(seeder.next_u64()),
-        tap: cfg.tap.clone(),
-        sent: 0,
-        dropped: 0,
     };
     (a, b)
 }
 
 impl MemIo {
-    /// Frames this endpoint put on the wire (dropped ones included).
-    pub fn sent(&self) -> u64 {
-        self.sent
-    }
-    /// Frames of this endpoint the wire dropped (the loss option).
-    pub fn dropped(&self) -> u64 {
-        self.dropped
-    }
-
     fn take(&mut self) -> Option<FrameBuf> {
         while let Ok(b) = self.tx_free.try_recv() {
             self.spare.push(b);
@@ -212,16 +151,7 @@ impl MemIo {
     }
 
     fn send(&mut self, mut b: FrameBuf, len: usize) {
-        self.sent += 1;
         b.len = len.min(b.cap);
-        if self.rng.chance(self.loss) {
-            self.dropped += 1;
-            self.spare.push(b);
-            return;
-        }
-        if let Some(t) = &self.tap {
-            t.record(b.frame());
-        }
         if let Err(e) = self.tx.send(b) {
             // The peer is gone: the frame is lost, as on a dead link.
             self.spare.push(e.0);
@@ -278,7 +208,7 @@ impl FrameIo for MemIo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use roce_stack::backend::pump;
+    use crate::pump::pump;
     use roce_stack::testing::{connect, ConnOpts, Pair};
     use roce_stack::time::Instant;
     use roce_stack::verbs::{AccessFlags, SendWr, Sge, Wc, WcStatus, WrOpcode};

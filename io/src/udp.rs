@@ -12,7 +12,7 @@
 //!   `IPV6_RECVHOPLIMIT` (IPv6) so the ECN and DSCP bits (and the TTL) the
 //!   datagram arrived with are known, then write in front of it the headers
 //!   the sender's frame had: Ethernet (destination our MAC, source
-//!   [`super::mac_for_ip`] of the sender), IPv4 (IHL 5, the received TOS and
+//!   [`crate::mac_for_ip`] of the sender), IPv4 (IHL 5, the received TOS and
 //!   TTL, the identification and DF bit found from the ICRC (below), no
 //!   other flag, fragment offset 0, protocol UDP, lengths, header checksum)
 //!   or IPv6 (the received traffic class and hop limit, flow label 0), and
@@ -126,11 +126,10 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use nix::sys::socket::{self as nsock, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage};
 use roce_stack::backend::FrameIo;
 use roce_stack::icrc::{self, IcrcForm};
 use roce_stack::wire::{
@@ -138,9 +137,13 @@ use roce_stack::wire::{
     L2Info, UdpChecksum, UdpPacket, UdpRepr, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ICRC_LEN,
     ROCEV2_UDP_PORT,
 };
-use socket2::{Domain, Protocol, SockAddr, SockFilter, Socket, Type};
+use socket2::Socket;
 
-use super::{mac_for_ip, BackendError, BackendOptions, Opened};
+use crate::open::mac_for_ip;
+
+mod socket;
+
+pub use socket::open;
 
 const ETH_LEN: usize = ethernet::HEADER_LEN;
 const IPV4_LEN: usize = ipv4::HEADER_LEN;
@@ -290,346 +293,6 @@ impl std::fmt::Debug for UdpIo {
 fn header_len(v6: bool) -> usize {
     ETH_LEN + if v6 { IPV6_LEN } else { IPV4_LEN } + UDP_LEN
 }
-
-/// Classic BPF (`<linux/filter.h>`) opcodes of the socket filters.
-const BPF_LD_W_ABS: u16 = 0x20;
-const BPF_LDX_B_MSH: u16 = 0xb1;
-const BPF_LD_H_IND: u16 = 0x48;
-const BPF_JEQ_K: u16 = 0x15;
-const BPF_RET_K: u16 = 0x06;
-
-/// One classic-BPF instruction: `(code, jt, jf, k)` (`struct sock_filter`).
-type Bpf = (u16, u8, u8, u32);
-
-/// The raw socket's filter (it sees each packet from its IPv4 header):
-/// keep UDP packets to `ip:port`, drop the rest.
-fn raw_filter(ip: Ipv4Addr, port: u16) -> [Bpf; 7] {
-    [
-        (BPF_LD_W_ABS, 0, 0, 16), // A = destination address
-        (BPF_JEQ_K, 0, 4, u32::from(ip)),
-        (BPF_LDX_B_MSH, 0, 0, 0), // X = 4 * IHL
-        (BPF_LD_H_IND, 0, 0, 2),  // A = UDP destination port
-        (BPF_JEQ_K, 0, 1, u32::from(port)),
-        (BPF_RET_K, 0, 0, 0x0004_0000), // keep the whole packet
-        (BPF_RET_K, 0, 0, 0),           // drop
-    ]
-}
-
-/// Attach `prog` to `sock` (`SO_ATTACH_FILTER`).
-fn attach(sock: &Socket, prog: &[Bpf]) -> io::Result<()> {
-    let f: Vec<SockFilter> = prog
-        .iter()
-        .map(|&(code, jt, jf, k)| SockFilter::new(code, jt, jf, k))
-        .collect();
-    sock.attach_filter(&f)
-}
-
-impl UdpIo {
-    /// Create, configure and bind the socket(s) (non-blocking).
-    ///
-    /// # Errors
-    /// An unspecified bind address, raw mode over IPv6, or the socket
-    /// calls' errors (e.g. `EADDRINUSE`; raw mode without `CAP_NET_RAW`:
-    /// `EPERM`).
-    pub fn bind(cfg: UdpConfig) -> io::Result<UdpIo> {
-        if cfg.bind.ip().is_unspecified() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the UDP backend binds one address (the device's GID), not 0.0.0.0 or ::",
-            ));
-        }
-        let v6 = cfg.bind.is_ipv6();
-        if v6 && cfg.raw {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "raw mode is IPv4 only (IPv6 datagrams are exact without it)",
-            ));
-        }
-        let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
-        let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
-        if v6 {
-            sock.set_only_v6(true)?;
-            sock.set_recv_tclass_v6(true)?;
-            nsock::setsockopt(&sock, sockopt::Ipv6RecvHopLimit, &true).map_err(io::Error::from)?;
-        } else {
-            sock.set_recv_tos_v4(true)?;
-            nsock::setsockopt(&sock, sockopt::Ipv4RecvTtl, &true).map_err(io::Error::from)?;
-        }
-        // Identification 0 with DF, and no local fragmentation (module docs).
-        crate::sys::set_pmtudisc_do(sock.as_fd(), v6)?;
-        let raw = if cfg.raw {
-            // Reserve the port; deliver nothing to this socket.
-            attach(&sock, &[(BPF_RET_K, 0, 0, 0)])?;
-            let r = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::UDP))?;
-            r.set_header_included_v4(true)?;
-            Some(r)
-        } else {
-            None
-        };
-        for s in std::iter::once(&sock).chain(raw.as_ref()) {
-            s.set_recv_buffer_size(SOCKET_BUFFER)?;
-            s.set_send_buffer_size(SOCKET_BUFFER)?;
-            // Above net.core.{r,w}mem_max only a privileged process gets
-            // the size asked for; try, and live with the capped size
-            // otherwise.
-            let _ = nsock::setsockopt(s, sockopt::RcvBufForce, &SOCKET_BUFFER);
-            let _ = nsock::setsockopt(s, sockopt::SndBufForce, &SOCKET_BUFFER);
-            s.set_nonblocking(true)?;
-        }
-        sock.bind(&SockAddr::from(cfg.bind))?;
-        let local = sock
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("the socket has no IP address"))?;
-        if let (Some(r), IpAddr::V4(ip)) = (&raw, local.ip()) {
-            attach(r, &raw_filter(ip, local.port()))?;
-        }
-        let hl = header_len(v6);
-        Ok(UdpIo {
-            sock,
-            raw,
-            local,
-            v6,
-            mac: cfg.mac,
-            peer_port: cfg.peer_port,
-            ident_recovery: cfg.ident_recovery,
-            route_gen: u64::MAX,
-            routes: cfg.routes,
-            route_cache: Vec::new(),
-            rx_buf: vec![0u8; hl + MAX_PAYLOAD],
-            tx_buf: vec![0u8; hl + 4 + MAX_PAYLOAD],
-            cmsg: nix::cmsg_space!(libc_int, libc_int),
-            tos: None,
-            ttl: None,
-            stats: UdpStats::default(),
-        })
-    }
-
-    /// The bound address (with the port chosen when 0 was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local
-    }
-
-    /// Whether this is raw mode.
-    pub fn is_raw(&self) -> bool {
-        self.raw.is_some()
-    }
-
-    /// The route table handle.
-    pub fn routes(&self) -> Routes {
-        self.routes.clone()
-    }
-
-    /// What was counted.
-    pub fn stats(&self) -> UdpStats {
-        self.stats
-    }
-
-    /// The socket address frames for `ip` go to.
-    fn dest(&mut self, ip: IpAddr) -> SocketAddr {
-        let g = self.routes.generation();
-        if g != self.route_gen {
-            self.route_cache = self.routes.snapshot();
-            self.route_gen = g;
-        }
-        self.route_cache
-            .iter()
-            .find(|(i, _)| *i == ip)
-            .map_or(SocketAddr::new(ip, self.peer_port), |(_, a)| *a)
-    }
-
-    /// Receive one datagram and put its frame in `rx_buf`; the frame
-    /// length, `Ok(None)` when none is waiting, `Ok(Some(0))` for a dropped
-    /// datagram.
-    fn recv_one(&mut self) -> io::Result<Option<usize>> {
-        if self.raw.is_some() {
-            return self.recv_raw();
-        }
-        let hl = header_len(self.v6);
-        let fd = self.sock.as_raw_fd();
-        let (n, from, tos, ttl, trunc) = {
-            let mut iov = [io::IoSliceMut::new(&mut self.rx_buf[hl..])];
-            let r = nsock::recvmsg::<SockaddrStorage>(
-                fd,
-                &mut iov,
-                Some(&mut self.cmsg),
-                MsgFlags::MSG_DONTWAIT,
-            );
-            let msg = match r {
-                Ok(m) => m,
-                Err(nix::errno::Errno::EAGAIN) => return Ok(None),
-                Err(nix::errno::Errno::EINTR) => return Ok(Some(0)),
-                Err(e) => return Err(e.into()),
-            };
-            let mut tos = 0u8;
-            let mut ttl = 64u8;
-            if let Ok(cm) = msg.cmsgs() {
-                for c in cm {
-                    match c {
-                        ControlMessageOwned::Ipv4Tos(t) => tos = t,
-                        ControlMessageOwned::Ipv6TClass(t) => tos = t as u8,
-                        ControlMessageOwned::Ipv4Ttl(t) => ttl = t as u8,
-                        ControlMessageOwned::Ipv6HopLimit(t) => ttl = t as u8,
-                        _ => {}
-                    }
-                }
-            }
-            let from: Option<SocketAddr> = msg.address.and_then(|a| {
-                if let Some(a4) = a.as_sockaddr_in() {
-                    Some(SocketAddr::new(IpAddr::V4(a4.ip()), a4.port()))
-                } else {
-                    a.as_sockaddr_in6()
-                        .map(|a6| SocketAddr::new(IpAddr::V6(a6.ip()), a6.port()))
-                }
-            });
-            (
-                msg.bytes,
-                from,
-                tos,
-                ttl,
-                msg.flags.contains(MsgFlags::MSG_TRUNC),
-            )
-        };
-        let Some(from) = from else {
-            self.stats.rx_dropped += 1;
-            return Ok(Some(0));
-        };
-        if trunc || n > MAX_PAYLOAD {
-            self.stats.rx_dropped += 1;
-            return Ok(Some(0));
-        }
-        let frame = &mut self.rx_buf[..hl + n];
-        let Some(len) = synthesize(frame, from, self.local.ip(), self.mac, tos, ttl) else {
-            self.stats.rx_dropped += 1;
-            return Ok(Some(0));
-        };
-        if !self.v6 && self.ident_recovery && n >= MIN_ROCE {
-            match recover_ident(frame) {
-                Some(true) => self.stats.rx_icrc_ident_recovered += 1,
-                Some(false) => {}
-                None => self.stats.rx_icrc_ident_unsolved += 1,
-            }
-        }
-        self.stats.rx_datagrams += 1;
-        Ok(Some(len))
-    }
-
-    /// Raw mode: receive one IPv4 packet after room for the Ethernet
-    /// header and write that header.
-    fn recv_raw(&mut self) -> io::Result<Option<usize>> {
-        let Some(raw) = &self.raw else {
-            return Ok(None);
-        };
-        let r = nsock::recv(
-            raw.as_raw_fd(),
-            &mut self.rx_buf[ETH_LEN..],
-            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_TRUNC,
-        );
-        let n = match r {
-            Ok(n) => n,
-            Err(nix::errno::Errno::EAGAIN) => return Ok(None),
-            Err(nix::errno::Errno::EINTR) => return Ok(Some(0)),
-            Err(e) => return Err(e.into()),
-        };
-        let IpAddr::V4(local) = self.local.ip() else {
-            return Ok(Some(0));
-        };
-        let port = self.local.port();
-        let Some(len) = frame_raw(&mut self.rx_buf, n, local, port, self.mac) else {
-            self.stats.rx_dropped += 1;
-            return Ok(Some(0));
-        };
-        self.stats.rx_datagrams += 1;
-        Ok(Some(len))
-    }
-
-    /// Send the frame at the start of `tx_buf`.
-    fn send_frame(&mut self, len: usize) -> io::Result<()> {
-        if self.raw.is_some() {
-            return self.send_raw(len);
-        }
-        let port = self.local.port();
-        let Some(w) = rewrite_for_wire(&mut self.tx_buf[..len], port) else {
-            self.stats.tx_not_udp += 1;
-            return Ok(());
-        };
-        if w.v6 != self.v6 {
-            self.stats.tx_not_udp += 1;
-            return Ok(());
-        }
-        if self.tos != Some(w.tos) {
-            let r = if self.v6 {
-                self.sock.set_tclass_v6(u32::from(w.tos))
-            } else {
-                self.sock.set_tos_v4(u32::from(w.tos))
-            };
-            r?;
-            self.tos = Some(w.tos);
-        }
-        if self.ttl != Some(w.ttl) && w.ttl != 0 {
-            let r = if self.v6 {
-                self.sock.set_unicast_hops_v6(u32::from(w.ttl))
-            } else {
-                self.sock.set_ttl_v4(u32::from(w.ttl))
-            };
-            r?;
-            self.ttl = Some(w.ttl);
-        }
-        let to = self.dest(w.dst);
-        let payload = &self.tx_buf[w.payload.0..w.payload.1];
-        let r = self.sock.send_to(payload, &SockAddr::from(to));
-        self.sent(r)
-    }
-
-    /// Raw mode: send the frame's IPv4 packet as it is, but for the
-    /// destination port of a peer on another port than 4791.
-    fn send_raw(&mut self, len: usize) -> io::Result<()> {
-        let Some((l3, end, dst)) = locate_ipv4(&self.tx_buf[..len]) else {
-            self.stats.tx_not_udp += 1;
-            return Ok(());
-        };
-        let to = self.dest(IpAddr::V4(dst));
-        UdpPacket::new_unchecked(&mut self.tx_buf[l3 + IPV4_LEN..end]).set_dst_port(to.port());
-        let Some(raw) = &self.raw else {
-            return Ok(());
-        };
-        let r = raw.send_to(
-            &self.tx_buf[l3..end],
-            &SockAddr::from(SocketAddr::new(IpAddr::V4(dst), 0)),
-        );
-        self.sent(r)
-    }
-
-    /// Count a `sendto`'s outcome.
-    fn sent(&mut self, r: io::Result<usize>) -> io::Result<()> {
-        match r {
-            Ok(_) => {
-                self.stats.tx_datagrams += 1;
-                Ok(())
-            }
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(nix::libc::EMSGSIZE)
-                        | Some(nix::libc::ENOBUFS)
-                        | Some(nix::libc::ECONNREFUSED)
-                        | Some(nix::libc::EHOSTUNREACH)
-                        | Some(nix::libc::ENETUNREACH)
-                ) || e.kind() == io::ErrorKind::WouldBlock =>
-            {
-                // A lost datagram, as on a congested or broken link: RC
-                // recovers.
-                self.stats.tx_errors += 1;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// Stand-in type for the control-message space (`int` values).
-#[allow(non_camel_case_types)]
-type libc_int = nix::libc::c_int;
 
 /// Write the Ethernet, IP and UDP headers in front of the UDP payload that
 /// sits at `buf[header_len..]` (`buf` ends with the payload). IPv4 gets
@@ -852,8 +515,26 @@ fn rewrite_for_wire(frame: &mut [u8], sport: u16) -> Option<WireInfo> {
     })
 }
 
+/// The socket datagrams arrive on (raw mode: the raw socket): readable
+/// when a frame waits.
+impl AsFd for UdpIo {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.raw.as_ref().unwrap_or(&self.sock).as_fd()
+    }
+}
+
+impl AsRawFd for UdpIo {
+    fn as_raw_fd(&self) -> RawFd {
+        self.as_fd().as_raw_fd()
+    }
+}
+
 impl FrameIo for UdpIo {
     type Error = io::Error;
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
 
     fn max_frame_len(&self) -> usize {
         // What fits in one datagram with the headers in front.
@@ -893,72 +574,10 @@ impl FrameIo for UdpIo {
     }
 }
 
-/// Open the `udp` backend for a process-to-process run: bind
-/// `o.local_ip:o.udp_port`, raw mode if `o.udp_raw`, identification
-/// recovery unless `o.udp_no_ident_recovery`.
-///
-/// # Errors
-/// No local IP given, or the socket's errors.
-pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
-    let ip = o
-        .local_ip
-        .ok_or_else(|| BackendError::msg("the udp backend needs a local IP address"))?;
-    let mut cfg = UdpConfig::new(SocketAddr::new(ip, o.udp_port));
-    if let Some(m) = o.mac {
-        cfg.mac = m;
-    }
-    cfg.raw = o.udp_raw;
-    cfg.ident_recovery = !o.udp_no_ident_recovery;
-    let io = UdpIo::bind(cfg.clone()).map_err(|e| {
-        let hint = if e.kind() == io::ErrorKind::AddrInUse {
-            " (is another `roce` or the kernel's rdma_rxe on it? choose another with --udp-port)"
-        } else if cfg.raw && e.kind() == io::ErrorKind::PermissionDenied {
-            " (raw mode needs CAP_NET_RAW: run as root, or drop --udp-raw)"
-        } else {
-            ""
-        };
-        BackendError::msg(format!("udp: bind {}: {e}{hint}", cfg.bind))
-    })?;
-    let udp = io.local_addr();
-    let routes = io.routes();
-    Ok(Opened {
-        io: super::AnyIo::new(io),
-        ip,
-        mac: cfg.mac,
-        udp: Some(udp),
-        routes: Some(routes),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use roce_stack::wire::{checksum, IcrcStatus, ParseMode, RocePacket};
-
-    /// The sockets ask for path MTU discovery "do" (ip(7)): what makes
-    /// Linux send identification 0 with DF (checked on the wire by
-    /// tests/udp_wire.rs).
-    #[test]
-    fn sockets_set_pmtudisc_do() {
-        for (bind, v6) in [("127.0.0.1:0", false), ("[::1]:0", true)] {
-            let Ok(io) = UdpIo::bind(UdpConfig::new(bind.parse().unwrap())) else {
-                eprintln!("cannot bind {bind}: skipped");
-                continue;
-            };
-            let want = if v6 {
-                nix::libc::IPV6_PMTUDISC_DO
-            } else {
-                nix::libc::IP_PMTUDISC_DO
-            };
-            assert_eq!(crate::sys::pmtudisc(io.sock.as_fd(), v6).unwrap(), want);
-        }
-        let e = UdpIo::bind(UdpConfig {
-            raw: true,
-            ..UdpConfig::new("[::1]:0".parse().unwrap())
-        })
-        .unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-    }
 
     /// A rebuilt IPv4 frame gets the identification and DF its ICRC was
     /// computed with (here by the `crc` crate, an independent CRC-32), and
@@ -1037,43 +656,6 @@ mod tests {
             "truncated"
         );
         assert_eq!(frame_raw(&mut b, n - 1, local, 12345, [2; 6]), None);
-    }
-
-    /// The raw socket's filter, run by a classic-BPF interpreter written
-    /// from the opcode definitions of `<linux/filter.h>`.
-    #[test]
-    fn raw_filter_keeps_only_our_address_and_port() {
-        fn run(prog: &[Bpf], pkt: &[u8]) -> u32 {
-            let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
-            loop {
-                let (code, jt, jf, k) = prog[pc];
-                let (jt, jf) = (usize::from(jt), usize::from(jf));
-                let at = |o: usize, w: usize| -> u32 {
-                    pkt.get(o..o + w)
-                        .map_or(0, |b| b.iter().fold(0, |v, &x| v << 8 | u32::from(x)))
-                };
-                pc += 1;
-                match code {
-                    0x20 => a = at(k as usize, 4),
-                    0xb1 => x = 4 * (at(k as usize, 1) & 0xf),
-                    0x48 => a = at((x + k) as usize, 2),
-                    0x15 => pc += if a == k { jt } else { jf },
-                    0x06 => return k,
-                    c => panic!("opcode {c:#x}"),
-                }
-            }
-        }
-        let f = raw_filter(Ipv4Addr::new(10, 0, 0, 2), 4791);
-        let mut pkt = [0u8; 28];
-        pkt[0] = 0x45;
-        pkt[16..20].copy_from_slice(&[10, 0, 0, 2]);
-        pkt[22..24].copy_from_slice(&4791u16.to_be_bytes());
-        assert_ne!(run(&f, &pkt), 0);
-        pkt[23] ^= 1;
-        assert_eq!(run(&f, &pkt), 0);
-        pkt[23] ^= 1;
-        pkt[19] = 3;
-        assert_eq!(run(&f, &pkt), 0);
     }
 
     #[test]

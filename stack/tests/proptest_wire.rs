@@ -12,6 +12,8 @@
 //! Cases per property: 256 by default (the suite stays well under a minute in
 //! debug builds); set `PROPTEST_CASES` to run more.
 
+mod common;
+
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
@@ -275,38 +277,12 @@ fn arb_packet(
         })
 }
 
-fn emit(r: &PacketRepr, payload: &[u8]) -> Vec<u8> {
-    let mut buf = vec![0u8; r.frame_len(payload.len())];
-    let n = r.emit(&mut buf, payload).expect("emit");
-    buf.truncate(n);
-    buf
-}
-
 fn l2_len(r: &PacketRepr) -> usize {
     if r.eth.vlan.is_some() {
         18
     } else {
         14
     }
-}
-
-/// RFC 1071 sum, folded, not complemented.
-fn ones_sum(data: &[u8]) -> u32 {
-    let mut s: u32 = data
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
-        .sum();
-    while s > 0xFFFF {
-        s = (s & 0xFFFF) + (s >> 16);
-    }
-    s
-}
-
-fn fix_ipv4_checksum(ip: &mut [u8]) {
-    ip[10] = 0;
-    ip[11] = 0;
-    let c = !(ones_sum(&ip[..20]) as u16);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
 /// Offsets (from the IP header / GRH) and bit masks of the ICRC-masked fields.
@@ -354,7 +330,7 @@ proptest! {
     /// build -> parse is the identity; parse -> build gives the same bytes.
     #[test]
     fn build_parse_identity((r, payload) in arb_packet(arb_net(), 4096)) {
-        let frame = emit(&r, &payload);
+        let frame = common::emit(&r, &payload);
         let p = RocePacket::parse(&frame).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
         let pad = (4 - payload.len() % 4) % 4;
 
@@ -403,7 +379,7 @@ proptest! {
             }
         }
         // Rebuilding from the parsed fields gives the same bytes.
-        let again = emit(&PacketRepr::from_packet(&p), p.payload());
+        let again = common::emit(&PacketRepr::from_packet(&p), p.payload());
         prop_assert_eq!(again, frame);
     }
 
@@ -461,7 +437,7 @@ proptest! {
         edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
         cut in any::<prop::sample::Index>(),
     ) {
-        let mut frame = emit(&r, &payload);
+        let mut frame = common::emit(&r, &payload);
         for (i, v) in edits {
             let i = i.index(frame.len());
             frame[i] = v;
@@ -481,7 +457,7 @@ proptest! {
     /// parsing fail; flipping a masked bit keeps the packet valid.
     #[test]
     fn single_bit_flips((r, payload) in arb_packet(arb_net(), 48)) {
-        let frame = emit(&r, &payload);
+        let frame = common::emit(&r, &payload);
         let l2 = l2_len(&r);
         let original = RocePacket::parse(&frame).unwrap();
         let end = l2 + original.icrc_region().len() + 4; // through the ICRC
@@ -498,7 +474,7 @@ proptest! {
                 if is_ipv4 && off < 20 && !ipv4_csum {
                     // Keep the IPv4 header checksum valid, so only the ICRC
                     // (or a length/version check) can catch the flip.
-                    fix_ipv4_checksum(&mut f[l2..]);
+                    common::fix_ipv4_checksum(&mut f[l2..]);
                 }
                 let res = RocePacket::parse(&f);
                 if ipv4_csum {
@@ -524,7 +500,7 @@ proptest! {
         (r, payload) in arb_packet(arb_net(), 600),
         cut in any::<prop::sample::Index>(),
     ) {
-        let frame = emit(&r, &payload);
+        let frame = common::emit(&r, &payload);
         let p = RocePacket::parse(&frame).unwrap();
         // The packet proper ends at the ICRC; anything after is Ethernet padding.
         let end = l2_len(&r) + p.icrc_region().len() + 4;
@@ -548,7 +524,7 @@ proptest! {
         (r, payload) in arb_packet(arb_net(), 256),
         trailer in prop::collection::vec(any::<u8>(), 1..32),
     ) {
-        let frame = emit(&r, &payload);
+        let frame = common::emit(&r, &payload);
         let mut longer = frame.clone();
         longer.extend_from_slice(&trailer);
         let p = RocePacket::parse(&frame).unwrap();

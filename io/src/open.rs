@@ -1,19 +1,10 @@
-//! The frame movers of the `roce` tool: every backend implements
-//! [`roce_stack::backend::FrameIo`] and is chosen with `--backend`.
-//!
-//! | Backend | Module | What it moves frames over | Needs |
-//! |---|---|---|---|
-//! | `mem` | [`mem`] | in-memory queues between two endpoints in one process | nothing |
-//! | `udp` | [`udp`] | a kernel UDP socket (port 4791 by default) | nothing (unprivileged) |
-//! | `tap` | [`tap`] | a Linux TAP interface | `CAP_NET_ADMIN` (root) |
-//! | `pcap` | [`pcap`] | a capture file in, a capture file out | nothing |
-//! | `dpdk` | `dpdk-glue` | a DPDK poll-mode driver | a build with `--features dpdk`, hugepages, root |
+//! A backend chosen at run time (`roce perf --backend`, `ROCE_BACKEND`).
 //!
 //! A run that does not know its backend's type at compile time holds an
-//! [`AnyIo`]: any backend, its errors boxed into a [`BackendError`]. The
-//! perf runner (`roce::perf`) opens one with [`open`], which returns the
-//! backend together with the addresses the local device must use
-//! ([`Opened`]).
+//! [`AnyIo`]: any backend, its errors boxed into a [`BackendError`]. A
+//! process-to-process run (`roce perf --server` / `--client`, the
+//! libibverbs crate) opens one with [`open`], which returns the backend
+//! together with the addresses the local device must use ([`Opened`]).
 //!
 //! # Plugging in a backend (TAP, DPDK)
 //!
@@ -22,20 +13,18 @@
 //! wrapped in an [`AnyIo`] ([`AnyIo::new`]) with its local IP address (the
 //! device's GID 0), MAC address, and UDP socket address if it has one.
 //! [`open`] dispatches on [`BackendKind`]; `tap::open` is called for `tap`,
-//! [`open_dpdk`] (compiled with the `dpdk` feature only) for `dpdk`.
+//! [`open_dpdk`] (which needs the `dpdk` feature) for `dpdk`. A backend
+//! whose feature is off is refused with a message naming the feature.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use roce_stack::backend::FrameIo;
+use std::os::fd::BorrowedFd;
 
-pub mod mem;
-pub mod pcap;
-pub mod tap;
-pub mod udp;
+use roce_stack::backend::{FrameIo, TxFrame};
 
 /// The backends `--backend` accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BackendKind {
     /// In-memory queues between two endpoints of one process (default).
     Mem,
@@ -51,6 +40,29 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// Every kind, in the order `--help` lists them.
+    pub const ALL: [BackendKind; 5] = [
+        BackendKind::Mem,
+        BackendKind::Udp,
+        BackendKind::Tap,
+        BackendKind::Pcap,
+        BackendKind::Dpdk,
+    ];
+
+    /// One line on what it is (the `--help` text of each value).
+    pub fn about(self) -> &'static str {
+        match self {
+            BackendKind::Mem => "In-memory queues between two endpoints of one process (default)",
+            BackendKind::Udp => {
+                "A kernel UDP socket on port 4791 (unprivileged; RoCEv2 headers are synthesised \
+                 around the UDP payload)"
+            }
+            BackendKind::Tap => "A Linux TAP interface (root or `CAP_NET_ADMIN`)",
+            BackendKind::Pcap => "Frames read from a capture, frames written to a capture",
+            BackendKind::Dpdk => "A DPDK poll-mode driver (a build with `--features dpdk`)",
+        }
+    }
+
     /// The name `--backend` takes.
     pub fn name(self) -> &'static str {
         match self {
@@ -66,6 +78,18 @@ impl BackendKind {
 impl fmt::Display for BackendKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for BackendKind {
+    type Err = String;
+
+    /// A kind by its [`BackendKind::name`].
+    fn from_str(s: &str) -> Result<BackendKind, String> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown backend {s:?} (mem, udp, tap, pcap or dpdk)"))
     }
 }
 
@@ -136,6 +160,12 @@ trait ErasedIo: Send {
         max: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<usize, BackendError>;
+    fn tx_burst_gather(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+    ) -> Result<usize, BackendError>;
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
 }
 
 impl<B> ErasedIo for B
@@ -159,9 +189,20 @@ where
     ) -> Result<usize, BackendError> {
         FrameIo::tx_burst(self, max, fill).map_err(BackendError::wrap)
     }
+    fn tx_burst_gather(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+    ) -> Result<usize, BackendError> {
+        FrameIo::tx_burst_gather(self, max, fill).map_err(BackendError::wrap)
+    }
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        FrameIo::wait_fd(self)
+    }
 }
 
-/// Any backend, chosen at run time: one virtual call per burst.
+/// Any backend, chosen at run time: one virtual call per burst. Zero-copy
+/// transmit and [`FrameIo::wait_fd`] reach the backend inside.
 pub struct AnyIo(Box<dyn ErasedIo>);
 
 impl AnyIo {
@@ -199,6 +240,16 @@ impl FrameIo for AnyIo {
     ) -> Result<usize, BackendError> {
         self.0.tx_burst(max, fill)
     }
+    fn tx_burst_gather(
+        &mut self,
+        max: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Option<TxFrame>,
+    ) -> Result<usize, BackendError> {
+        self.0.tx_burst_gather(max, fill)
+    }
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.0.wait_fd()
+    }
 }
 
 /// What a process-to-process run asks of its backend (`roce perf --server`
@@ -211,10 +262,10 @@ pub struct BackendOptions {
     pub local_ip: Option<IpAddr>,
     /// `udp`: the local UDP port (0 = any free port; RoCEv2's is 4791).
     pub udp_port: u16,
-    /// `udp`: raw mode (IPv4, `CAP_NET_RAW`; [`udp::UdpConfig::raw`]).
+    /// `udp`: raw mode (IPv4, `CAP_NET_RAW`; `udp::UdpConfig::raw`).
     pub udp_raw: bool,
     /// `udp`: do not recover the IPv4 identification of received datagrams
-    /// from their ICRC ([`udp::UdpConfig::ident_recovery`] `false`).
+    /// from their ICRC (`udp::UdpConfig::ident_recovery` `false`).
     pub udp_no_ident_recovery: bool,
     /// `tap`: the interface name (e.g. `roce0`); `None` = the backend's default.
     pub ifname: Option<String>,
@@ -239,8 +290,9 @@ pub struct Opened {
     /// The UDP socket address peers send to (`udp` only).
     pub udp: Option<SocketAddr>,
     /// A handle that routes frames for a peer IP to a UDP socket address
-    /// (`udp` only; see [`udp::Routes`]).
-    pub routes: Option<udp::Routes>,
+    /// (`udp` only; see [`crate::udp::Routes`]).
+    #[cfg(feature = "udp")]
+    pub routes: Option<crate::udp::Routes>,
 }
 
 /// A locally administered unicast MAC derived from an IP address:
@@ -258,6 +310,12 @@ pub fn mac_for_ip(ip: IpAddr) -> [u8; 6] {
     [0x02, 0x00, o[0], o[1], o[2], o[3]]
 }
 
+/// The message for a backend whose cargo feature is off.
+#[allow(dead_code)]
+fn without(feature: &str) -> String {
+    format!("built without the {feature} backend (the roce-io feature `{feature}`)")
+}
+
 /// Open a backend of `kind` for a process-to-process run.
 ///
 /// # Errors
@@ -272,8 +330,14 @@ pub fn open(kind: BackendKind, o: &BackendOptions) -> Result<Opened, BackendErro
         BackendKind::Pcap => Err(BackendError::msg(
             "the pcap backend replays captures (see `roce replay`); use udp, tap or dpdk between processes",
         )),
-        BackendKind::Udp => udp::open(o),
-        BackendKind::Tap => tap::open(o),
+        #[cfg(feature = "udp")]
+        BackendKind::Udp => crate::udp::open(o),
+        #[cfg(feature = "tap")]
+        BackendKind::Tap => crate::tap::open(o),
+        #[cfg(not(feature = "udp"))]
+        BackendKind::Udp => Err(BackendError::msg(without("udp"))),
+        #[cfg(not(feature = "tap"))]
+        BackendKind::Tap => Err(BackendError::msg(without("tap"))),
         BackendKind::Dpdk => open_dpdk(o),
     }
 }
@@ -392,6 +456,7 @@ fn open_dpdk_with(
         ip,
         mac,
         udp: None,
+        #[cfg(feature = "udp")]
         routes: None,
     })
 }

@@ -3,11 +3,12 @@
 //! each, named after the scenario id.
 //!
 //! Oracles: the hex vectors and expected values quoted in
-//! `../shared/cases/CASES.md`, `../shared/reference/vectors.txt` and
-//! `../shared/reference/pfc.pcap` (decoded with tshark 4.0: PAUSE 0xFFFF, PFC XOFF
-//! priority 3 0xFFFF, PFC XON priority 3), the opcode/extension-header table of
-//! `ROCEV2-DIGEST.md` §3, and checksums / CRCs computed in this file from their
-//! RFC / digest definitions (never by calling the code under test).
+//! `../shared/cases/CASES.md` (copied here as constants), the
+//! opcode/extension-header table of `ROCEV2-DIGEST.md` §3, and checksums /
+//! CRCs computed in this file from their RFC / digest definitions (never by
+//! calling the code under test). R32's comparison with
+//! `../shared/reference/pfc.pcap` and `vectors.txt` is in
+//! `tests/pfc_reference.rs` (it reads the reference files).
 
 mod common;
 
@@ -55,37 +56,10 @@ fn vector_r07() -> Vec<u8> {
     f
 }
 
-/// RFC 1071 one's-complement sum of `data` (odd length padded with a zero
-/// byte), folded to 16 bits, not complemented.
-fn ones_sum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for c in data.chunks(2) {
-        let w = if c.len() == 2 {
-            u16::from_be_bytes([c[0], c[1]])
-        } else {
-            u16::from_be_bytes([c[0], 0])
-        };
-        sum += w as u32;
-    }
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    sum as u16
-}
-
 /// Whether the IPv4 header at `ip` (IHL from byte 0) has a valid checksum.
 fn ipv4_checksum_ok(ip: &[u8]) -> bool {
     let ihl = (ip[0] & 0x0F) as usize * 4;
-    ones_sum(&ip[..ihl]) == 0xFFFF
-}
-
-/// Recompute the IPv4 header checksum (RFC 791) of the header at `ip`.
-fn fix_ipv4_checksum(ip: &mut [u8]) {
-    let ihl = ((ip[0] & 0x0F) as usize * 4).clamp(20, ip.len());
-    ip[10] = 0;
-    ip[11] = 0;
-    let c = !ones_sum(&ip[..ihl]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    common::ones_sum(&ip[..ihl]) == 0xFFFF
 }
 
 /// The RFC 768 / RFC 8200 §8.1 UDP checksum check: the one's-complement sum of
@@ -104,8 +78,8 @@ fn udp_checksum_ok(src: &[u8], dst: &[u8], udp: &[u8]) -> bool {
         pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
         pseudo.extend_from_slice(&[0, 0, 0, 17]);
     }
-    let a = ones_sum(&pseudo) as u32;
-    let b = ones_sum(udp) as u32;
+    let a = common::ones_sum(&pseudo) as u32;
+    let b = common::ones_sum(udp) as u32;
     let mut s = a + b;
     while s > 0xFFFF {
         s = (s & 0xFFFF) + (s >> 16);
@@ -308,14 +282,6 @@ fn repr(op: Opcode, net: NetRepr, vlan: Option<VlanTag>) -> PacketRepr {
     }
 }
 
-fn emit(r: &PacketRepr, payload: &[u8]) -> Vec<u8> {
-    let mut buf = vec![0xAAu8; r.frame_len(payload.len()) + 16];
-    let n = r.emit(&mut buf, payload).expect("emit");
-    assert_eq!(n, r.frame_len(payload.len()));
-    buf.truncate(n);
-    buf
-}
-
 const ETH: usize = 14;
 
 /// An Ethernet + IPv4 + UDP(4791) frame around `udp_payload`, all lengths and
@@ -333,7 +299,7 @@ fn raw_ipv4_frame(udp_payload: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&((8 + udp_payload.len()) as u16).to_be_bytes());
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(udp_payload);
-    fix_ipv4_checksum(&mut f[ETH..]);
+    common::fix_ipv4_checksum(&mut f[ETH..]);
     if udp_payload.len() >= 16 {
         let end = f.len() - 4;
         let crc = ref_icrc(0x0800, &f[ETH..end]);
@@ -391,7 +357,7 @@ fn r01_variant(edit: impl Fn(&mut Vec<u8>)) -> (Vec<u8>, Vec<u8>) {
     let mut f = vector_b();
     assert!(strict(&f).is_ok(), "vector B verifies");
     edit(&mut f);
-    fix_ipv4_checksum(&mut f[ETH..]);
+    common::fix_ipv4_checksum(&mut f[ETH..]);
     let mut g = f.clone();
     // BTH byte 1 sits at 14 + 20 + 8 + 1 for a 20-byte header.
     if g.len() > 43 {
@@ -554,7 +520,7 @@ fn r01_ipv4_options_rejected() {
     f[ETH] = 0x46;
     let total = (f.len() - ETH) as u16;
     f[ETH + 2..ETH + 4].copy_from_slice(&total.to_be_bytes());
-    fix_ipv4_checksum(&mut f[ETH..]);
+    common::fix_ipv4_checksum(&mut f[ETH..]);
     assert!(ipv4_checksum_ok(&f[ETH..]));
     // The UDP header is at offset 24, and says 4791.
     assert_eq!(&f[ETH + 26..ETH + 28], &4791u16.to_be_bytes());
@@ -910,7 +876,7 @@ fn r04d_tx_lengths_every_opcode() {
                 for payload_len in [0usize, 1, 2, 3, 4, 5, 17, 256, 1024] {
                     let payload: Vec<u8> = (0..payload_len).map(|i| i as u8 | 1).collect();
                     let r = repr(op, net, tag);
-                    let f = emit(&r, &payload);
+                    let f = common::emit(&r, &payload);
                     let ctx = format!("{op:?} {net:?} vlan {} len {payload_len}", tag.is_some());
                     check_r04d(&f, op, payload_len, &ctx);
                     if f.len() == 60 && l2_len(&f) + 28 + 12 + payload_len + 4 < 60 {
@@ -934,7 +900,7 @@ fn r04d_short_frames_zero_padded() {
     // RC SEND_ONLY over IPv4 without payload: 14 + 20 + 8 + 12 + 4 = 58 bytes,
     // sent as 60 with two zero bytes that no length counts.
     let r = repr(Opcode::RC_SEND_ONLY, ipv4_net(), None);
-    let f = emit(&r, &[]);
+    let f = common::emit(&r, &[]);
     assert_eq!(f.len(), 60);
     assert_eq!(&f[58..], &[0, 0]);
     assert_eq!(u16::from_be_bytes([f[16], f[17]]), 44);
@@ -993,7 +959,7 @@ fn r05_vector_a_generated_from_fields() {
     let f = vector_a();
     // From the parsed fields.
     let p = strict(&f).unwrap();
-    let out = emit(&PacketRepr::from_packet(&p), p.payload());
+    let out = common::emit(&PacketRepr::from_packet(&p), p.payload());
     assert_eq!(out, f);
     assert_eq!(&out[70..], &[0x82, 0xFD, 0x00, 0x2A]);
     // From the fields as CASES / public-vectors A1 state them.
@@ -1020,7 +986,7 @@ fn r05_vector_a_generated_from_fields() {
         bth: cnp::bth(0x118),
         ext: cnp::ext(),
     };
-    let out = emit(&r, &[]);
+    let out = common::emit(&r, &[]);
     assert_eq!(&out[70..], &[0x82, 0xFD, 0x00, 0x2A]);
     assert_eq!(out, f);
     // The default IPv4 policy is also checksum 0.
@@ -1031,7 +997,7 @@ fn r05_vector_a_generated_from_fields() {
         },
         ..r
     };
-    assert_eq!(emit(&r2, &[]), f);
+    assert_eq!(common::emit(&r2, &[]), f);
 }
 
 #[test]
@@ -1063,7 +1029,7 @@ fn r05_vector_b_scapy_uc_send_only() {
         },
         ..PacketRepr::from_packet(&p)
     };
-    assert_eq!(emit(&r, p.payload()), f);
+    assert_eq!(common::emit(&r, p.payload()), f);
 }
 
 /// Vector A with `edit` applied to the bytes after the Ethernet header, the
@@ -1072,7 +1038,7 @@ fn edit_a(edit: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
     let mut f = vector_a();
     let mut l3 = f.split_off(ETH);
     edit(&mut l3);
-    fix_ipv4_checksum(&mut l3);
+    common::fix_ipv4_checksum(&mut l3);
     f.extend(l3);
     f
 }
@@ -1265,7 +1231,7 @@ fn r07_ipv6_built_from_fields() {
         },
         ext: ExtHeaders::default(),
     };
-    assert_eq!(emit(&r, b"ABCD"), vector_r07());
+    assert_eq!(common::emit(&r, b"ABCD"), vector_r07());
 }
 
 /// R07's frame with `edit` applied to the bytes after the Ethernet header.
@@ -1370,7 +1336,7 @@ fn r25b_any_source_port_accepted() {
                 },
                 ..base
             };
-            let f = emit(&r, b"data");
+            let f = common::emit(&r, b"data");
             let p = strict(&f).unwrap_or_else(|e| panic!("sport {sport}: {e:?}"));
             assert_eq!(p.udp().unwrap().src_port, sport);
         }
@@ -1380,7 +1346,7 @@ fn r25b_any_source_port_accepted() {
 #[test]
 fn r25b_source_port_not_used() {
     let base = repr(Opcode::RC_RDMA_WRITE_ONLY, ipv4_net(), None);
-    let reference = emit(&base, b"payload!");
+    let reference = common::emit(&base, b"payload!");
     let p0 = strict(&reference).unwrap();
     for sport in [0u16, 1, 4791, 0xFFFF] {
         let r = PacketRepr {
@@ -1390,7 +1356,7 @@ fn r25b_source_port_not_used() {
             },
             ..base
         };
-        let f = emit(&r, b"payload!");
+        let f = common::emit(&r, b"payload!");
         let p = strict(&f).unwrap();
         // Everything the parser reports is the same but the port itself (and
         // the ICRC, which covers it).
@@ -1487,73 +1453,6 @@ fn r32_pfc_frame_always_60_bytes() {
         MacControl::Pfc(PfcRepr::xon(3)).emit(SRC_MAC, &mut small),
         Err(Error::BufferTooSmall)
     );
-}
-
-/// Frames of a classic little-endian microsecond pcap file.
-fn read_pcap(path: &std::path::Path) -> Vec<Vec<u8>> {
-    let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&data[0..4], &[0xd4, 0xc3, 0xb2, 0xa1], "classic LE pcap");
-    let linktype = u32::from_le_bytes(data[20..24].try_into().unwrap());
-    assert_eq!(linktype, 1, "Ethernet");
-    let mut off = 24;
-    let mut out = Vec::new();
-    while off + 16 <= data.len() {
-        let incl = u32::from_le_bytes(data[off + 8..off + 12].try_into().unwrap()) as usize;
-        let orig = u32::from_le_bytes(data[off + 12..off + 16].try_into().unwrap()) as usize;
-        assert_eq!(incl, orig, "not truncated");
-        out.push(data[off + 16..off + 16 + incl].to_vec());
-        off += 16 + incl;
-    }
-    assert_eq!(off, data.len());
-    out
-}
-
-#[test]
-fn r32_pfc_pause_match_reference_pcap_and_vectors() {
-    // pfc.pcap, as tshark 4.0 decodes it: (1) PAUSE pause_time 65535,
-    // (2) PFC enable 0x0008 (C3) C3 time 65535, (3) PFC enable 0x0008 C3 time 0;
-    // all from 02:00:00:00:00:01, 60 bytes.
-    let frames = read_pcap(&common::shared_dir().join("reference/pfc.pcap"));
-    assert_eq!(frames.len(), 3);
-    let ours = [
-        emit_mac_control(MacControl::Pause(PauseRepr { quanta: 0xFFFF })),
-        emit_mac_control(MacControl::Pfc(PfcRepr::xoff(3, 0xFFFF))),
-        emit_mac_control(MacControl::Pfc(PfcRepr::xon(3))),
-    ];
-    for (i, (theirs, ours)) in frames.iter().zip(&ours).enumerate() {
-        assert_eq!(theirs, ours, "pfc.pcap frame {}", i + 1);
-    }
-    // The same three as hex lines at the end of vectors.txt.
-    let vectors: Vec<(String, Vec<u8>)> = common::reference_vectors()
-        .into_iter()
-        .filter(|(n, _)| n.contains("PAUSE") || n.contains("PFC"))
-        .collect();
-    assert_eq!(vectors.len(), 3);
-    for (name, hex) in &vectors {
-        let want = if name.contains("PAUSE") {
-            &ours[0]
-        } else if name.contains("XOFF") {
-            &ours[1]
-        } else {
-            assert!(name.contains("XON"), "{name}");
-            &ours[2]
-        };
-        assert_eq!(hex, want, "{name}");
-    }
-    // And they parse to what tshark shows.
-    assert_eq!(
-        MacControl::parse(&frames[0]),
-        Ok(MacControl::Pause(PauseRepr { quanta: 65535 }))
-    );
-    assert_eq!(
-        MacControl::parse(&frames[1]),
-        Ok(MacControl::Pfc(PfcRepr {
-            class_enable: 0x0008,
-            quanta: [0, 0, 0, 65535, 0, 0, 0, 0],
-        }))
-    );
-    assert!(matches!(classify(&frames[0]), Frame::Pause(_, _)));
-    assert!(matches!(classify(&frames[2]), Frame::Pfc(_, _)));
 }
 
 /// A PFC frame with the given vector and timers.
@@ -1693,7 +1592,7 @@ fn partial_checksum(src: &[u8], dst: &[u8], udp_len: u16) -> u16 {
     pseudo.extend_from_slice(dst);
     pseudo.extend_from_slice(&[0, 17]);
     pseudo.extend_from_slice(&udp_len.to_be_bytes());
-    ones_sum(&pseudo)
+    common::ones_sum(&pseudo)
 }
 
 #[test]
@@ -1732,13 +1631,13 @@ fn r37c_ipv4_tx_header_checksum_and_zero_udp_checksum() {
     for op in Opcode::all_supported() {
         for len in [0usize, 3, 100] {
             let payload = vec![0x5Au8; len];
-            let f = emit(&repr(op, ipv4_net(), None), &payload);
+            let f = common::emit(&repr(op, ipv4_net(), None), &payload);
             assert!(ipv4_checksum_ok(&f[ETH..]), "{op:?}");
             assert_eq!(&f[40..42], &[0, 0], "{op:?}: UDP checksum 0");
             // Explicit Compute gives a fully correct checksum, never partial.
             let mut r = repr(op, ipv4_net(), None);
             r.udp.checksum = UdpChecksum::Compute;
-            let f = emit(&r, &payload);
+            let f = common::emit(&r, &payload);
             let ulen = u16::from_be_bytes([f[38], f[39]]) as usize;
             assert!(
                 udp_checksum_ok(&f[26..30], &f[30..34], &f[34..34 + ulen]),
@@ -1756,7 +1655,7 @@ fn r37_ipv6_tx_default_udp_checksum_correct() {
         for len in [0usize, 1, 2, 3, 4, 7, 64, 1001] {
             let payload: Vec<u8> = (0..len).map(|i| (i * 7 + op.0 as usize) as u8).collect();
             for vlan in [None, Some(VlanTag::default())] {
-                let f = emit(&repr(op, ipv6_net(), vlan), &payload);
+                let f = common::emit(&repr(op, ipv6_net(), vlan), &payload);
                 let l3 = &f[l2_len(&f)..];
                 let ulen = u16::from_be_bytes([l3[44], l3[45]]) as usize;
                 let udp = &l3[40..40 + ulen];
@@ -1774,7 +1673,7 @@ fn r37_ipv6_tx_default_udp_checksum_correct() {
     // UdpChecksum::Zero is the explicit opt-out (what rxe sends).
     let mut r = repr(Opcode::RC_SEND_ONLY, ipv6_net(), None);
     r.udp.checksum = UdpChecksum::Zero;
-    let f = emit(&r, b"abc");
+    let f = common::emit(&r, b"abc");
     assert_eq!(&f[ETH + 46..ETH + 48], &[0, 0]);
 }
 
@@ -1784,7 +1683,7 @@ fn r04d_tx_payload_length_limits() {
     // total length 20 + 8 + 12 + payload + pad + 4 peaks at 65532 (0xFFFC).
     let r = repr(Opcode::RC_SEND_ONLY, ipv4_net(), None);
     let max = 65532 - 20 - 8 - 12 - 4;
-    let f = emit(&r, &vec![7u8; max]);
+    let f = common::emit(&r, &vec![7u8; max]);
     check_r04d(&f, Opcode::RC_SEND_ONLY, max, "max IPv4");
     assert_eq!(&f[16..18], &[0xFF, 0xFC]);
     assert!(strict(&f).is_ok());

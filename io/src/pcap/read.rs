@@ -16,19 +16,28 @@
 //!
 //! Only link type 1 (`LINKTYPE_ETHERNET`, Ethernet II without FCS) is accepted.
 //!
+//! Each frame comes with its capture time ([`CapturedFrame::time`]: pcap's
+//! seconds and micro- or nanoseconds; pcapng's 64-bit count in its
+//! interface's `if_tsresol` units).
+//!
 //! The global header, the record headers and the pcapng block framing (including
 //! Section Header and Interface Description Blocks) are parsed by `pcap-file`; the
 //! bodies of the three packet blocks are read here with bounds-checked code, so
 //! that no per-packet option list is allocated and block types this tool does not
 //! need (name resolution, statistics) are never parsed. Nothing here panics on
 //! any input: every inconsistency is a [`CaptureError`].
+//!
+//! This is the project's one capture reader: `roce decode`, `roce replay`
+//! (through [`super::read_timed`]), the fixtures crate and the tests read
+//! captures with it; [`read_all`] is the short form for a capture in memory.
 
 use core::fmt;
 use std::io;
+use std::time::Duration;
 
-use pcap_file::pcap::PcapParser;
-use pcap_file::pcapng::PcapNgParser;
-use pcap_file::{DataLink, Endianness, PcapError};
+use pcap_file::DataLink;
+
+use super::parse::{header_len, Core, Step};
 
 /// `LINKTYPE_ETHERNET` (tcpdump.org link-layer header types registry).
 pub const LINKTYPE_ETHERNET: u32 = 1;
@@ -41,19 +50,6 @@ pub const MAX_RECORD_LEN: u32 = 262_144;
 /// packet block of [`MAX_RECORD_LEN`] with room to spare for options, name
 /// resolution and statistics blocks.
 pub const MAX_BLOCK_LEN: u32 = 16 << 20;
-
-/// Length of the classic pcap global header, bytes.
-const PCAP_HEADER_LEN: usize = 24;
-/// Length of a classic pcap record header, bytes.
-const PCAP_RECORD_HEADER_LEN: usize = 16;
-/// pcapng Section Header Block type (also its magic number).
-const PCAPNG_SHB: u32 = 0x0A0D_0D0A;
-/// pcapng Enhanced Packet Block type.
-const PCAPNG_EPB: u32 = 6;
-/// pcapng Simple Packet Block type.
-const PCAPNG_SPB: u32 = 3;
-/// pcapng (obsolete) Packet Block type.
-const PCAPNG_PB: u32 = 2;
 
 /// The two capture file formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -215,6 +211,9 @@ impl std::error::Error for CaptureError {}
 pub struct CapturedFrame<'a> {
     /// Frame number, 1-based (as in Wireshark).
     pub number: u64,
+    /// Capture time, since the Unix epoch (0 for a pcapng Simple Packet
+    /// Block, which has none).
+    pub time: Duration,
     /// The captured bytes (an Ethernet frame, normally without FCS).
     pub data: &'a [u8],
     /// Length of the frame on the wire, bytes, as the record says (may exceed
@@ -222,357 +221,30 @@ pub struct CapturedFrame<'a> {
     pub orig_len: u32,
 }
 
-enum State {
-    Pcap(PcapParser),
-    PcapNg(Box<PcapNgParser>),
+/// A frame of a capture with its capture time (since the Unix epoch),
+/// owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedFrame {
+    /// Capture time.
+    pub time: Duration,
+    /// The frame (Ethernet, as captured).
+    pub data: Vec<u8>,
 }
 
-/// What the next record of a capture is, as offsets into the unparsed
-/// bytes (so the same parser serves a capture in memory and a stream).
-enum Step {
-    /// A frame: its bytes are `at..at + len` of the data; the record took
-    /// `used` bytes.
-    Frame {
-        number: u64,
-        at: usize,
-        len: usize,
-        orig_len: u32,
-        used: usize,
-    },
-    /// A block without a frame, `used` bytes long.
-    Skip(usize),
-    /// The next record needs `need` bytes and fewer are there; `claimed` is
-    /// the length its header gives (`None`: the header itself is cut).
-    Need { need: usize, claimed: Option<u64> },
-    /// No byte left.
-    End,
-}
-
-/// The parser state shared by [`Frames`] and [`CaptureReader`].
-struct Core {
-    state: State,
-    next_number: u64,
-    done: bool,
-    format: CaptureFormat,
-}
-
-/// Where `part` starts in `whole` (a sub-slice of it).
-fn offset_in(whole: &[u8], part: &[u8]) -> usize {
-    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize)
-}
-
-/// How many bytes the file header needs, from its first bytes (at least 4;
-/// 12 for pcapng): Err for an unknown magic number or an oversized Section
-/// Header Block; `Ok(None)` when more bytes are needed to tell.
-fn header_len(data: &[u8]) -> Result<Option<usize>, CaptureError> {
-    if data.is_empty() {
-        return Err(CaptureError::Empty);
-    }
-    match be_u32(data) {
-        0xA1B2_C3D4 | 0xD4C3_B2A1 | 0xA1B2_3C4D | 0x4D3C_B2A1 if data.len() >= 4 => {
-            Ok(Some(PCAP_HEADER_LEN))
-        }
-        PCAPNG_SHB if data.len() >= 12 => {
-            let len = match data.get(8..12) {
-                Some([0x1A, 0x2B, 0x3C, 0x4D]) => be_u32(&data[4..8]),
-                _ => be_u32(&data[4..8]).swap_bytes(),
-            };
-            if len > MAX_BLOCK_LEN {
-                return Err(CaptureError::BadHeader {
-                    format: CaptureFormat::PcapNg,
-                    reason: "section header block longer than 16 MiB",
-                });
-            }
-            Ok(Some(len as usize))
-        }
-        PCAPNG_SHB => Ok(None),
-        magic if data.len() >= 4 => Err(CaptureError::UnknownMagic { magic }),
-        _ => Ok(None),
-    }
-}
-
-impl Core {
-    /// Detect the format by magic number and read the file header from
-    /// `data`; returns the parser and the header's length.
-    fn new(data: &[u8]) -> Result<(Core, usize), CaptureError> {
-        if data.is_empty() {
-            return Err(CaptureError::Empty);
-        }
-        let magic = be_u32(data);
-        let (state, format, rest) = match magic {
-            0xA1B2_C3D4 | 0xD4C3_B2A1 | 0xA1B2_3C4D | 0x4D3C_B2A1 => {
-                let bad = |reason| CaptureError::BadHeader {
-                    format: CaptureFormat::Pcap,
-                    reason,
-                };
-                if data.len() < PCAP_HEADER_LEN {
-                    return Err(bad("file shorter than the 24-byte global header"));
-                }
-                let (rest, parser) = PcapParser::new(data).map_err(|e| match e {
-                    PcapError::InvalidField(r) => bad(r),
-                    _ => bad("unreadable global header"),
-                })?;
-                let link_type = u32::from(parser.header().datalink);
-                if link_type != LINKTYPE_ETHERNET {
-                    return Err(CaptureError::UnsupportedLinkType {
-                        link_type,
-                        frame: None,
-                    });
-                }
-                (State::Pcap(parser), CaptureFormat::Pcap, rest)
-            }
-            PCAPNG_SHB => {
-                let (rest, parser) =
-                    PcapNgParser::new(data).map_err(|e| CaptureError::BadHeader {
-                        format: CaptureFormat::PcapNg,
-                        reason: match e {
-                            PcapError::IncompleteBuffer => {
-                                "section header block runs past the end of the file"
-                            }
-                            PcapError::InvalidField(r) => r,
-                            _ => "unreadable section header block",
-                        },
-                    })?;
-                (State::PcapNg(Box::new(parser)), CaptureFormat::PcapNg, rest)
-            }
-            // (From a file shorter than 4 bytes, `magic` holds what there is.)
-            _ => return Err(CaptureError::UnknownMagic { magic }),
-        };
-        let core = Core {
-            state,
-            next_number: 1,
-            done: false,
-            format,
-        };
-        Ok((core, data.len() - rest.len()))
-    }
-
-    /// The error for a record cut short by the end of the input.
-    fn truncated(&self, offset: usize, claimed: Option<u64>, available: usize) -> CaptureError {
-        CaptureError::Truncated {
-            frame: self.next_number,
-            offset,
-            needed: claimed,
-            available,
-        }
-    }
-
-    /// Parse the next record of `data` (the unparsed bytes, starting at byte
-    /// `base` of the file).
-    fn step(&mut self, data: &[u8], base: usize) -> Result<Step, CaptureError> {
-        match self.state {
-            State::Pcap(_) => self.step_pcap(data, base),
-            State::PcapNg(_) => self.step_pcapng(data, base),
-        }
-    }
-
-    fn step_pcap(&mut self, data: &[u8], base: usize) -> Result<Step, CaptureError> {
-        let State::Pcap(parser) = &self.state else {
-            return Ok(Step::End);
-        };
-        if data.is_empty() {
-            return Ok(Step::End);
-        }
-        if data.len() < PCAP_RECORD_HEADER_LEN {
-            return Ok(Step::Need {
-                need: PCAP_RECORD_HEADER_LEN,
-                claimed: None,
-            });
-        }
-        let incl = match parser.header().endianness {
-            Endianness::Big => be_u32(&data[8..12]),
-            Endianness::Little => be_u32(&data[8..12]).swap_bytes(),
-        };
-        // Lenient like tshark: an incl_len above the snap length or above
-        // orig_len is accepted as long as the bytes are there, up to the
-        // largest record Wireshark reads.
-        if incl > MAX_RECORD_LEN {
-            return Err(CaptureError::RecordTooLarge {
-                frame: self.next_number,
-                offset: base,
-                claimed: u64::from(incl),
-                limit: MAX_RECORD_LEN,
-            });
-        }
-        let need = PCAP_RECORD_HEADER_LEN + incl as usize;
-        if data.len() < need {
-            return Ok(Step::Need {
-                need,
-                claimed: Some(need as u64),
-            });
-        }
-        let raw = match parser.next_raw_packet(&data[..need]) {
-            Ok((_, raw)) => raw,
-            Err(_) => return Err(self.truncated(base, Some(need as u64), data.len())),
-        };
-        let number = self.next_number;
-        self.next_number += 1;
-        Ok(Step::Frame {
-            number,
-            at: PCAP_RECORD_HEADER_LEN,
-            len: raw.data.len(),
-            orig_len: raw.orig_len,
-            used: need,
-        })
-    }
-
-    fn step_pcapng(&mut self, data: &[u8], base: usize) -> Result<Step, CaptureError> {
-        let frame = self.next_number;
-        let State::PcapNg(parser) = &mut self.state else {
-            return Ok(Step::End);
-        };
-        if data.is_empty() {
-            return Ok(Step::End);
-        }
-        let bad = |reason| CaptureError::BadBlock {
-            frame,
-            offset: base,
-            reason,
-        };
-        if data.len() < 8 {
-            return Ok(Step::Need {
-                need: 8,
-                claimed: None,
-            });
-        }
-        // A Section Header Block gives its own byte order (its type reads
-        // the same both ways).
-        let big = if be_u32(data) == PCAPNG_SHB {
-            if data.len() < 12 {
-                return Ok(Step::Need {
-                    need: 12,
-                    claimed: None,
-                });
-            }
-            data[8..12] == [0x1A, 0x2B, 0x3C, 0x4D]
-        } else {
-            parser.section().endianness == Endianness::Big
-        };
-        let len = if big {
-            be_u32(&data[4..8])
-        } else {
-            be_u32(&data[4..8]).swap_bytes()
-        };
-        if len > MAX_BLOCK_LEN {
-            return Err(CaptureError::RecordTooLarge {
-                frame,
-                offset: base,
-                claimed: u64::from(len),
-                limit: MAX_BLOCK_LEN,
-            });
-        }
-        if data.len() < len as usize {
-            return Ok(Step::Need {
-                need: len as usize,
-                claimed: Some(u64::from(len)),
-            });
-        }
-        let block = &data[..(len as usize).max(8).min(data.len())];
-        let (rem, raw) = match parser.next_raw_block(block) {
-            Ok(x) => x,
-            Err(PcapError::IncompleteBuffer) => {
-                return Err(self.truncated(base, Some(u64::from(len)), data.len()))
-            }
-            Err(e) => {
-                return Err(bad(match e {
-                    PcapError::InvalidField(r) => r,
-                    PcapError::Utf8Error(_) | PcapError::FromUtf8Error(_) => {
-                        "invalid UTF-8 in an option"
-                    }
-                    PcapError::InvalidInterfaceId(_) => "invalid interface ID",
-                    _ => "unreadable block",
-                }))
-            }
-        };
-        let used = block.len() - rem.len();
-        let body: &[u8] = match raw.body {
-            std::borrow::Cow::Borrowed(b) => b,
-            // `next_raw_block` on a slice always borrows; an owned body would
-            // be a change in pcap-file: treat it as an empty block.
-            std::borrow::Cow::Owned(_) => &[],
-        };
-        let endianness = parser.section().endianness;
-        let u32_at = |off: usize| -> Option<u32> {
-            let b: [u8; 4] = body.get(off..off + 4)?.try_into().ok()?;
-            Some(match endianness {
-                Endianness::Big => u32::from_be_bytes(b),
-                Endianness::Little => u32::from_le_bytes(b),
+/// Every frame of a capture held in memory, with its capture time, in file
+/// order (the frames of a file: [`super::read_timed`]).
+///
+/// # Errors
+/// As [`Frames`]: the first [`CaptureError`] of a damaged capture.
+pub fn read_all(data: &[u8]) -> Result<Vec<TimedFrame>, CaptureError> {
+    Frames::new(data)?
+        .map(|f| {
+            f.map(|f| TimedFrame {
+                time: f.time,
+                data: f.data.to_vec(),
             })
-        };
-        let u16_at = |off: usize| -> Option<u16> {
-            let b: [u8; 2] = body.get(off..off + 2)?.try_into().ok()?;
-            Some(match endianness {
-                Endianness::Big => u16::from_be_bytes(b),
-                Endianness::Little => u16::from_le_bytes(b),
-            })
-        };
-        // (interface, captured bytes, original length)
-        let (interface, bytes, orig_len) = match raw.type_ {
-            PCAPNG_EPB => {
-                let (Some(interface), Some(cap), Some(orig)) = (u32_at(0), u32_at(12), u32_at(16))
-                else {
-                    return Err(bad("enhanced packet block shorter than 20 bytes"));
-                };
-                let Some(d) = body.get(20..).and_then(|d| d.get(..cap as usize)) else {
-                    return Err(bad(
-                        "enhanced packet block: captured length runs past the block",
-                    ));
-                };
-                (interface, d, orig)
-            }
-            PCAPNG_PB => {
-                let (Some(interface), Some(cap), Some(orig)) = (u16_at(0), u32_at(12), u32_at(16))
-                else {
-                    return Err(bad("packet block shorter than 20 bytes"));
-                };
-                let Some(d) = body.get(20..).and_then(|d| d.get(..cap as usize)) else {
-                    return Err(bad("packet block: captured length runs past the block"));
-                };
-                (u32::from(interface), d, orig)
-            }
-            PCAPNG_SPB => {
-                let Some(orig) = u32_at(0) else {
-                    return Err(bad("simple packet block shorter than 4 bytes"));
-                };
-                // Captured length = min(original length, interface 0's snap
-                // length, what the block holds).
-                let snap = parser.interfaces().first().map_or(0, |i| i.snaplen);
-                let room = body.len().saturating_sub(4);
-                let mut cap = (orig as usize).min(room);
-                if snap != 0 {
-                    cap = cap.min(snap as usize);
-                }
-                (0, body.get(4..4 + cap).unwrap_or(&[]), orig)
-            }
-            _ => return Ok(Step::Skip(used)),
-        };
-        if bytes.len() > MAX_RECORD_LEN as usize {
-            return Err(CaptureError::RecordTooLarge {
-                frame,
-                offset: base,
-                claimed: bytes.len() as u64,
-                limit: MAX_RECORD_LEN,
-            });
-        }
-        let Some(idb) = parser.interfaces().get(interface as usize) else {
-            return Err(CaptureError::UnknownInterface { frame, interface });
-        };
-        let link_type = u32::from(idb.linktype);
-        if link_type != LINKTYPE_ETHERNET {
-            return Err(CaptureError::UnsupportedLinkType {
-                link_type,
-                frame: Some(frame),
-            });
-        }
-        self.next_number += 1;
-        Ok(Step::Frame {
-            number: frame,
-            at: offset_in(data, bytes),
-            len: bytes.len(),
-            orig_len,
-            used,
         })
-    }
+        .collect()
 }
 
 /// The frames of a capture held in memory, in file order. Yields
@@ -592,14 +264,6 @@ impl fmt::Debug for Frames<'_> {
             .field("done", &self.core.done)
             .finish()
     }
-}
-
-fn be_u32(data: &[u8]) -> u32 {
-    let mut b = [0u8; 4];
-    for (d, s) in b.iter_mut().zip(data) {
-        *d = *s;
-    }
-    u32::from_be_bytes(b)
 }
 
 impl<'a> Frames<'a> {
@@ -639,6 +303,7 @@ impl<'a> Iterator for Frames<'a> {
                 }
                 Ok(Step::Frame {
                     number,
+                    time,
                     at,
                     len,
                     orig_len,
@@ -647,6 +312,7 @@ impl<'a> Iterator for Frames<'a> {
                     self.offset += used;
                     Some(Ok(CapturedFrame {
                         number,
+                        time,
                         data: data.get(at..at + len).unwrap_or(&[]),
                         orig_len,
                     }))
@@ -818,6 +484,7 @@ impl<R: io::Read> CaptureReader<R> {
                 }
                 Ok(Step::Frame {
                     number,
+                    time,
                     at,
                     len,
                     orig_len,
@@ -827,6 +494,7 @@ impl<R: io::Read> CaptureReader<R> {
                     self.pos += used;
                     return Some(Ok(CapturedFrame {
                         number,
+                        time,
                         data: self.buf.get(start..start + len).unwrap_or(&[]),
                         orig_len,
                     }));

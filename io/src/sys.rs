@@ -1,5 +1,5 @@
 //! The few Linux system calls the backends need that neither `std` nor our
-//! dependencies wrap. Every `unsafe` block of the `roce` crate lives here,
+//! dependencies wrap. Every `unsafe` block of the `roce-io` crate lives here,
 //! each with the reason it is sound.
 //!
 //! TAP (Linux `Documentation/networking/tuntap.rst`, `<linux/if_tun.h>`):
@@ -74,9 +74,9 @@ pub fn tap_attach(fd: BorrowedFd<'_>, name: &str) -> io::Result<String> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
+    let none: libc::c_ulong = 0;
     // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned long of
     // TUN_F_* flags; 0 = none), no memory is passed.
-    let none: libc::c_ulong = 0;
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, none) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -164,7 +164,7 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
 /// `IPV6_MTU_DISCOVER` to `IPV6_PMTUDISC_DO` (`v6`) on socket `fd`: set DF
 /// and never fragment locally (ip(7), ipv6(7)). Over IPv4 this is also
 /// what makes Linux send identification 0 from an unconnected socket
-/// (`ip_select_ident_segs`, see `backend::udp`).
+/// (`ip_select_ident_segs`, see `crate::udp`).
 ///
 /// # Errors
 /// setsockopt(2)'s: `ENOPROTOOPT` on a socket of the other family.
