@@ -70,6 +70,15 @@
 //! | `rc_pair_64KiB_dst_trap` | 65536 B, 16 packets | page + 199 | `goodput`, `limit`, `limit_same_placement`, `limit_chunked` |
 //! | `rc_pair_4KiB` | 4096 B, 1 packet | page-aligned | `goodput`, `limit` |
 //! | `rc_pair_64B` | 64 B, 1 packet | page-aligned | `goodput`, `limit` |
+//! | `rc_pair_64B_send` | 64 B SEND, 1 packet | page-aligned receive buffers | `goodput`, `limit` |
+//! | `rc_pair_8B_fetch_add` | 8 B ATOMIC FETCH_AND_ADD | page-aligned | `goodput`, `limit` |
+//!
+//! The SEND and FETCH_ADD cases are `roce perf send` and `roce perf atomic`
+//! (a SEND posts a receive per message on the server and checks each
+//! message; a FETCH_ADD checks every fetched value), compared with the same
+//! limit loop over their payload (64 bytes; the atomic's 8-byte operand):
+//! for them the ratio shows the per-message cost, the limit being a few
+//! nanoseconds.
 //!
 //! Throughput is one message per iteration (`Throughput::Bytes` of the message
 //! for 64 KiB and 4 KiB, `Throughput::Elements(1)` for 64 B); the ratio of two
@@ -112,12 +121,12 @@ fn placement(server_mr_offset: usize) -> Placement {
     }
 }
 
-/// One `roce perf write -s size -n iters` run (1 QP, PMTU 4096, TX depth
+/// One `roce perf OP -s size -n iters` run (1 QP, PMTU 4096, TX depth
 /// 128); the engine's time from the first post to the last completion.
 /// Panics if the run fails or its data does not verify.
-fn engine_run(size: usize, iters: u64, placement: &Placement) -> Duration {
+fn engine_run(op: Op, size: usize, iters: u64, placement: &Placement) -> Duration {
     let opts = PerfOptions {
-        op: Some(Op::Write),
+        op: Some(op),
         size: Some(size as u64),
         iters: Some(iters.max(1)),
         qps: Some(1),
@@ -126,7 +135,7 @@ fn engine_run(size: usize, iters: u64, placement: &Placement) -> Duration {
     };
     let cfg = PerfConfig::from_options(&opts).expect("perf config");
     let report = perf::run_placed(&cfg, placement, None)
-        .unwrap_or_else(|e| panic!("rc_pair: roce perf write -s {size} -n {iters}: {e}"));
+        .unwrap_or_else(|e| panic!("rc_pair: roce perf {op} -s {size} -n {iters}: {e}"));
     assert_eq!(report.total_ops, iters.max(1), "operations completed");
     match report.figures {
         Figures::Bw(b) => Duration::from_nanos(b.elapsed_ns),
@@ -236,7 +245,7 @@ impl Limit {
     }
 }
 
-fn bench_case(c: &mut Criterion, group: &str, size: usize, dst_offset: usize) {
+fn bench_case(c: &mut Criterion, group: &str, op: Op, size: usize, dst_offset: usize) {
     let mut g = c.benchmark_group(group);
     if size >= PMTU {
         g.throughput(Throughput::Bytes(size as u64));
@@ -250,7 +259,7 @@ fn bench_case(c: &mut Criterion, group: &str, size: usize, dst_offset: usize) {
     g.sampling_mode(SamplingMode::Flat).sample_size(10);
     let place = placement(dst_offset);
     g.bench_function("goodput", |b| {
-        b.iter_custom(|iters| engine_run(size, iters, &place))
+        b.iter_custom(|iters| engine_run(op, size, iters, &place))
     });
 
     g.sampling_mode(SamplingMode::Auto).sample_size(30);
@@ -271,13 +280,13 @@ fn bench_case(c: &mut Criterion, group: &str, size: usize, dst_offset: usize) {
 /// Paired measurement of one case: `rounds` rounds, each one engine run of
 /// `msgs` messages then `msgs` messages of the limit's loop, alternating so
 /// both see the same machine; the fastest round of each, per message (ns).
-fn paired_case(size: usize, dst_offset: usize, msgs: u64, rounds: usize) -> (f64, f64) {
+fn paired_case(op: Op, size: usize, dst_offset: usize, msgs: u64, rounds: usize) -> (f64, f64) {
     let place = placement(dst_offset);
     let mut limit = Limit::new(size, 0, CopyMode::Plain);
     limit.check();
     let (mut g, mut l) = (f64::MAX, f64::MAX);
     for _ in 0..rounds {
-        let t = engine_run(size, msgs, &place);
+        let t = engine_run(op, size, msgs, &place);
         g = g.min(t.as_nanos() as f64 / msgs as f64);
         let start = std::time::Instant::now();
         for _ in 0..msgs {
@@ -291,13 +300,15 @@ fn paired_case(size: usize, dst_offset: usize, msgs: u64, rounds: usize) -> (f64
 /// Print the paired figures and write `target/criterion/rc_pair_paired.json`.
 fn report_paired() {
     let mut json = Vec::new();
-    for (name, size, off, msgs) in [
-        ("rc_pair_64KiB_aligned", 65536, 0, 400u64),
-        ("rc_pair_64KiB_dst_trap", 65536, TRAP_MR_OFFSET, 400),
-        ("rc_pair_4KiB", 4096, 0, 4000),
-        ("rc_pair_64B", 64, 0, 8000),
+    for (name, op, size, off, msgs) in [
+        ("rc_pair_64KiB_aligned", Op::Write, 65536, 0, 400u64),
+        ("rc_pair_64KiB_dst_trap", Op::Write, 65536, TRAP_MR_OFFSET, 400),
+        ("rc_pair_4KiB", Op::Write, 4096, 0, 4000),
+        ("rc_pair_64B", Op::Write, 64, 0, 8000),
+        ("rc_pair_64B_send", Op::Send, 64, 0, 8000),
+        ("rc_pair_8B_fetch_add", Op::Atomic, 8, 0, 8000),
     ] {
-        let (g, l) = paired_case(size, off, msgs, 15);
+        let (g, l) = paired_case(op, size, off, msgs, 15);
         eprintln!(
             "paired {name}: goodput {:.3} us/msg, limit {:.3} us/msg, goodput/limit {:.3}",
             g / 1e3,
@@ -325,10 +336,12 @@ fn rc_pair(c: &mut Criterion) {
     if std::env::args().any(|a| a == "--bench") {
         report_paired();
     }
-    bench_case(c, "rc_pair_64KiB_aligned", 65536, 0);
-    bench_case(c, "rc_pair_64KiB_dst_trap", 65536, TRAP_MR_OFFSET);
-    bench_case(c, "rc_pair_4KiB", 4096, 0);
-    bench_case(c, "rc_pair_64B", 64, 0);
+    bench_case(c, "rc_pair_64KiB_aligned", Op::Write, 65536, 0);
+    bench_case(c, "rc_pair_64KiB_dst_trap", Op::Write, 65536, TRAP_MR_OFFSET);
+    bench_case(c, "rc_pair_4KiB", Op::Write, 4096, 0);
+    bench_case(c, "rc_pair_64B", Op::Write, 64, 0);
+    bench_case(c, "rc_pair_64B_send", Op::Send, 64, 0);
+    bench_case(c, "rc_pair_8B_fetch_add", Op::Atomic, 8, 0);
 }
 
 criterion_group!(benches, rc_pair);

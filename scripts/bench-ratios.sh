@@ -108,10 +108,12 @@ def median_ns(group, bench):
 ok = True
 print("rc_pair (loopback RC WRITE, 1 QP, PMTU 4096; limit = 2 memcpy + 2 crc32fast per payload byte, one core):")
 cases = [
-    ("rc_pair_64KiB_aligned", 65536, "64 KiB, dst MR page-aligned", 0.50),
-    ("rc_pair_64KiB_dst_trap", 65536, "64 KiB, dst MR page+199 ((dst-src)%4096 = 17)", 0.50),
-    ("rc_pair_4KiB", 4096, "4 KiB", None),
-    ("rc_pair_64B", 64, "64 B", None),
+    ("rc_pair_64KiB_aligned", 65536, "64 KiB, dst MR page-aligned", 0.90),
+    ("rc_pair_64KiB_dst_trap", 65536, "64 KiB, dst MR page+199 ((dst-src)%4096 = 17)", 0.90),
+    ("rc_pair_4KiB", 4096, "4 KiB", 0.85),
+    ("rc_pair_64B", 64, "64 B", 0.25),
+    ("rc_pair_64B_send", 64, "64 B SEND", None),
+    ("rc_pair_8B_fetch_add", 8, "8 B FETCH_ADD", None),
 ]
 for group, size, label, target in cases:
     print(f"  {label} [{group}]")

@@ -338,10 +338,15 @@ impl HeaderCache {
         let end = icrc + ICRC_LEN;
         let frame_len = end.max(ETH_MIN_FRAME_LEN);
         let buf = buf.get_mut(..frame_len)?;
-        buf.get_mut(off + len..icrc)?.fill(0);
+        // (Most frames have neither pad nor Ethernet padding: no fill call.)
+        if pad > 0 {
+            buf.get_mut(off + len..icrc)?.fill(0);
+        }
         let crc = icrc::compute(IcrcForm::Ipv4, buf.get(l3..icrc)?).ok()?;
         buf.get_mut(icrc..end)?.copy_from_slice(&crc.to_le_bytes());
-        buf.get_mut(end..)?.fill(0);
+        if frame_len > end {
+            buf.get_mut(end..)?.fill(0);
+        }
         Some(frame_len)
     }
 

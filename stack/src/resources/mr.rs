@@ -18,6 +18,7 @@
 //! reads and writes it in place, with the same bounds and access checks.
 
 use crate::resources::keymap::KeyMap;
+use std::cell::Cell;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -172,6 +173,10 @@ pub(crate) struct MrTable {
     free: Vec<u32>,
     /// R_Keys that are not their MR's lkey: rkey → lkey.
     custom_rkeys: KeyMap<u32, u32>,
+    /// The last caller-chosen R_Key found and its lkey: a stream of
+    /// requests to one region finds it without the map (checked against
+    /// the slot, so a stale entry finds nothing).
+    last_custom: Cell<(u32, u32)>,
 }
 
 /// One slot of an [`MrTable`].
@@ -261,18 +266,34 @@ impl MrTable {
             .as_mut()
             .filter(|m| m.lkey == lkey)
     }
+    /// The MR with `rkey`, if its slot says so.
+    #[inline(always)]
+    fn rkey_at(&self, index: usize, rkey: u32) -> Option<u32> {
+        let m = self.slots.get(index)?.mr.as_ref()?;
+        (m.rkey == rkey).then_some(m.lkey)
+    }
+
     /// The lkey of the MR whose rkey is `rkey`.
     #[inline(always)]
     fn by_rkey(&self, rkey: u32) -> Option<u32> {
-        if let Some(m) = self.slots.get(Self::index(rkey)).and_then(|s| s.mr.as_ref()) {
-            if m.rkey == rkey {
-                return Some(m.lkey);
+        if let Some(l) = self.rkey_at(Self::index(rkey), rkey) {
+            return Some(l);
+        }
+        let (r, l) = self.last_custom.get();
+        if r == rkey {
+            if let Some(l) = self.rkey_at(Self::index(l), rkey) {
+                return Some(l);
             }
         }
-        if self.custom_rkeys.is_empty() {
-            return None;
-        }
-        self.custom_rkeys.get(&rkey).copied()
+        self.by_custom_rkey(rkey)
+    }
+
+    /// A caller-chosen R_Key, from the map (remembered for the next).
+    #[inline(never)]
+    fn by_custom_rkey(&self, rkey: u32) -> Option<u32> {
+        let l = *self.custom_rkeys.get(&rkey)?;
+        self.last_custom.set((rkey, l));
+        Some(l)
     }
     pub(crate) fn pd_has_mrs(&self, pd: u32) -> bool {
         self.slots
@@ -281,6 +302,9 @@ impl MrTable {
     }
 
     /// Check a local access by `lkey` of `len` bytes at `va` in `pd`.
+    /// (Inlined: returned through memory from a call, the MR and range
+    /// cost the caller more than the check itself.)
+    #[inline(always)]
     pub(crate) fn local(
         &mut self,
         pd: u32,
@@ -302,6 +326,7 @@ impl MrTable {
 
     /// Check a remote access by `rkey` of `len` bytes at `va` in `pd`
     /// (IBTA 1.7 §9.7.4.1.5, C9-86..C9-88).
+    #[inline(always)]
     pub(crate) fn remote(
         &mut self,
         pd: u32,

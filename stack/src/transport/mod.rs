@@ -155,6 +155,11 @@ pub(crate) const COPY_CHUNK: usize = 2048;
 /// moves, which have no such trap.
 #[inline]
 pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
+    if src.len() <= COPY_CHUNK && dst.len() == src.len() {
+        // One piece (every small message): no chunk iterators.
+        dst.copy_from_slice(src);
+        return;
+    }
     for (d, s) in dst.chunks_mut(COPY_CHUNK).zip(src.chunks(COPY_CHUNK)) {
         d.copy_from_slice(s);
     }
