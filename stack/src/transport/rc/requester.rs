@@ -144,6 +144,117 @@ fn segmented_index(op: WrOpcode) -> usize {
     }
 }
 
+/// What [`only_fast`] decided.
+enum Fast {
+    /// The packet was built: its frame length.
+    Sent(usize),
+    /// Not the fast path's case; nothing was changed.
+    No,
+    /// The WQE failed locally (handled as the general path does).
+    Failed,
+}
+
+/// The common case of an RC SEND or RDMA WRITE that fits one packet (an
+/// ONLY), in one pass: the WQE at the requester pointer starts now, is not
+/// fenced, failed or zero-copy, the unacknowledged window has room, and
+/// the header cache has this packet's shape (`emit_request_fast`). It
+/// builds exactly the packet [`produce`]'s general path builds (debug
+/// builds check the frame against the full builder) and does the same
+/// bookkeeping; anything else returns [`Fast::No`] having changed nothing.
+#[inline(always)]
+fn only_fast(qp: &mut Qp, ctx: &mut DeviceInner, now: Instant, buf: &mut [u8]) -> Fast {
+    let idx = qp.req.wqe;
+    let Some(w) = qp.sq.get(idx) else {
+        return Fast::No;
+    };
+    let (opcode, flags, total) = (w.opcode, w.flags, w.total_len);
+    let op = match opcode {
+        WrOpcode::RdmaWrite => Opcode::RC_RDMA_WRITE_ONLY,
+        WrOpcode::Send => Opcode::RC_SEND_ONLY,
+        _ => return Fast::No,
+    };
+    if qp.qp_type != QpType::Rc
+        || qp.state != QpState::Rts
+        || qp.req.offset != 0
+        || w.local_err.is_some()
+        || total > qp.pmtu
+        || flags.contains(SendFlags::FENCE)
+        || (ctx.zc.min != 0 && total as usize >= ctx.zc.min)
+        || qp.req.psn.diff(qp.comp.psn) >= ctx.cfg.max_unacked_psns as i32
+    {
+        return Fast::No;
+    }
+    let reth = (opcode == WrOpcode::RdmaWrite).then_some(RethRepr {
+        va: w.remote_addr,
+        rkey: w.rkey,
+        dma_len: total,
+    });
+    let psn = qp.req.psn;
+    // AckReq as in the general path (IBTA 1.7 §9.2.3).
+    let ack_req = flags.contains(SendFlags::SIGNALED)
+        || qp.sq.get(idx + 1).is_none()
+        || qp.req.noack_pkts + 1 >= ctx.cfg.ackreq_interval;
+    let solicited = flags.contains(SendFlags::SOLICITED);
+    let Some(off) = qp.hdrs.emit_request_fast(
+        &mut ctx.ident,
+        qp.udp_sport,
+        op,
+        total,
+        solicited,
+        ack_req,
+        psn.value(),
+        reth.as_ref(),
+        buf,
+    ) else {
+        return Fast::No;
+    };
+    let len = total as usize;
+    let Some(out) = buf.get_mut(off..off + len) else {
+        return Fast::Failed;
+    };
+    if gather(ctx, qp.pd, qp.sq_sges(idx), qp.sq_inline(idx), 0, out).is_err() {
+        local_prot_err(qp, ctx, idx, true);
+        return Fast::Failed;
+    }
+    let Some(frame_len) = qp.hdrs.finalize_fast(off, len, buf) else {
+        return Fast::Failed;
+    };
+    #[cfg(debug_assertions)]
+    {
+        let mut bth = BthRepr::new(op, qp.attr.dest_qp_num, psn.value());
+        bth.ack_req = ack_req;
+        bth.solicited = solicited;
+        let ext = ExtHeaders {
+            reth,
+            ..ExtHeaders::default()
+        };
+        qp.hdrs
+            .check_fast_frame(bth, ext, buf, off, len, frame_len);
+    }
+    let Some(w) = qp.sq.get_mut(idx) else {
+        return Fast::Failed;
+    };
+    if !w.started {
+        qp.req.ssn = (qp.req.ssn + 1) & PSN_MASK;
+    }
+    w.first_psn = psn;
+    w.npkts = 1;
+    w.started = true;
+    w.sent = true;
+    qp.req.psn = psn.add(1);
+    qp.req.noack_pkts = if ack_req { 0 } else { qp.req.noack_pkts + 1 };
+    qp.req.wqe += 1;
+    //= IBTA 1.7 §9.7.6.1.3
+    //# Local ACK timeout: a timer runs while requests are
+    //# unacknowledged, 4.096 µs × 2^timeout.
+    if !qp.timers.is_armed(TimerKind::Ack) {
+        if let Some(t) = ack_timeout(qp.attr.timeout) {
+            qp.set_timer(&mut ctx.timers, TimerKind::Ack, Some(now + t));
+        }
+    }
+    Fast::Sent(frame_len)
+}
+
 /// Build the next request packet of `qp` into `buf`.
 pub(crate) fn produce(
     qp: &mut Qp,
@@ -153,6 +264,11 @@ pub(crate) fn produce(
 ) -> Option<usize> {
     if qp.timers.is_armed(TimerKind::Rnr) {
         return None;
+    }
+    match only_fast(qp, ctx, now, buf) {
+        Fast::Sent(n) => return Some(n),
+        Fast::Failed => return None,
+        Fast::No => {}
     }
     let rc = qp.qp_type == QpType::Rc;
     let idx = qp.req.wqe;

@@ -403,6 +403,9 @@ pub(crate) fn handle_request(
     _now: crate::time::Instant,
     pkt: &RocePacket<'_>,
 ) -> bool {
+    if let Some(queued) = write_only_fast(qp, ctx, pkt) {
+        return queued;
+    }
     let info = pkt.bth().opcode.info();
     let mut r = Req {
         pkt,
@@ -428,6 +431,72 @@ pub(crate) fn handle_request(
         Next::Rnr => rnr(qp, ctx, r.psn),
         Next::Error(e) => fatal(qp, ctx, &r, e),
     }
+}
+
+/// The common case of an RC RDMA WRITE ONLY, in one pass: the packet is
+/// the expected one (PSN = ePSN, no message in progress), the QP allows
+/// remote writes, the payload fills whole words, is at most the PMTU and
+/// is the RETH's whole non-zero DMA length, and the R_Key grants the range.
+/// Then it does exactly what the steps do for such a packet (the same
+/// checks in effect, the same state changes, the same ACK); anything else
+/// returns `None` having changed nothing, and the steps decide (and count)
+/// it. Returns whether an ACK is queued.
+#[inline(always)]
+fn write_only_fast(qp: &mut Qp, ctx: &mut DeviceInner, pkt: &RocePacket<'_>) -> Option<bool> {
+    use crate::resources::types::AccessFlags;
+    use crate::wire::Opcode;
+    let bth = pkt.bth();
+    if bth.opcode != Opcode::RC_RDMA_WRITE_ONLY || qp.qp_type != QpType::Rc {
+        return None;
+    }
+    let psn = Psn::new(bth.psn);
+    let res = &qp.resp;
+    if psn != res.epsn
+        || res.in_msg.is_some()
+        || !qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_WRITE)
+    {
+        return None;
+    }
+    let payload = pkt.payload();
+    let plen = payload.len() as u32;
+    let reth = pkt.ext().reth()?;
+    if plen == 0
+        || plen > qp.pmtu
+        || (plen + u32::from(bth.pad_count)) % 4 != 0
+        || reth.dma_len != plen
+    {
+        return None;
+    }
+    //= IBTA 1.7 §9.7.4.1.5
+    //# C9-86, C9-87: the R_Key names a region of the QP's protection
+    //# domain that holds the whole range and grants the access.
+    let (mr, range) = ctx
+        .mrs
+        .remote(qp.pd, reth.rkey, reth.va, u64::from(plen), AccessFlags::REMOTE_WRITE)
+        .ok()?;
+    crate::transport::copy_payload(&mut mr.buf.bytes_mut()[range], payload);
+    ctx.counters.rx_write_requests += 1;
+    let res = &mut qp.resp;
+    res.nak_sent = false;
+    res.write_va = reth.va.wrapping_add(u64::from(plen));
+    res.write_rkey = reth.rkey;
+    res.write_remaining = 0;
+    res.write_len = plen;
+    res.msn = (res.msn + 1) & 0x00FF_FFFF;
+    res.epsn = psn.next();
+    res.ack_psn = res.epsn;
+    res.ack_msn = res.msn;
+    res.pkts_since_ack += 1;
+    //= IBTA 1.7 §9.7.5.1.1
+    //# the responder acknowledges a packet that has AckReq set; it may
+    //# acknowledge others (coalescing, CASES R14).
+    let coalesce = ctx.cfg.ack_coalesce;
+    if bth.ack_req || (coalesce > 0 && res.pkts_since_ack >= coalesce) {
+        res.pkts_since_ack = 0;
+        res.queue_ack(psn, ACK);
+        return Some(true);
+    }
+    Some(false)
 }
 
 /// The steps, until one does not say [`Next::Continue`].
