@@ -167,6 +167,7 @@ pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
 
 /// Copy `out.len()` bytes of the message described by `sges` (or `inline`),
 /// starting `offset` bytes into it, from the memory regions into `out`.
+#[inline]
 pub(crate) fn gather(
     ctx: &mut DeviceInner,
     pd: u32,
@@ -175,6 +176,17 @@ pub(crate) fn gather(
     offset: u32,
     out: &mut [u8],
 ) -> Result<(), AccessError> {
+    if let (None, [sge]) = (inline, sges) {
+        // One SGE holding the whole piece (the common WQE): one MR check,
+        // one copy.
+        let (skip, n) = (u64::from(offset), out.len() as u64);
+        if n > 0 && skip + n <= u64::from(sge.length) {
+            let va = sge.addr.checked_add(skip).ok_or(AccessError::Range)?;
+            let (mr, r) = ctx.mrs.local(pd, sge.lkey, va, n, AccessFlags::empty())?;
+            copy_payload(out, &mr.buf.bytes()[r]);
+            return Ok(());
+        }
+    }
     if let Some(data) = inline {
         let src = data
             .get(offset as usize..)
