@@ -21,8 +21,10 @@
 //! `now` is a monotonic clock the CLI reads ([`std::time::Instant`], in
 //! nanoseconds since the start of the run); the stack itself never reads a
 //! clock. Frames travel in a fixed pool of reusable buffers per direction,
-//! circulated through two bounded `std::sync::mpsc` channels (frames one way,
-//! empty buffers back), so nothing is allocated per frame; a sender that runs
+//! circulated through two single-producer,
+//! single-consumer rings (frames one way, empty buffers back, each side
+//! publishing once per burst; `roce_io::mem`), so nothing is allocated per
+//! frame; a sender that runs
 //! out of buffers waits for the peer to return some, as a NIC does when its
 //! ring is full. `--loss P` drops each frame with probability `P`, decided by a
 //! seeded SplitMix64 generator per direction ([`roce_stack::testing::Rng`]), so

@@ -1,10 +1,9 @@
 //! `mem`: two [`FrameIo`] endpoints joined by in-memory queues, one per
 //! direction, for two devices in one process (on one thread or two).
 //!
-//! Each direction owns a bounded pool of frame buffers, allocated as the
-//! traffic first needs them (at most [`MemConfig::pool`]; a stream with a
-//! few frames in flight touches a few buffers, not the whole pool) and
-//! reused from then on. A buffer circulates through two single-producer,
+//! Each direction owns a fixed pool of frame buffers, allocated once by
+//! [`pair`] (so a timed run never pays for a first allocation or page
+//! fault). A buffer circulates through two single-producer,
 //! single-consumer rings (`rtrb`: a fixed array, the producer's and the
 //! consumer's index on separate cache lines, each side reading the other's
 //! index only when its cached copy says the ring is full or empty): the
@@ -112,10 +111,6 @@ pub struct MemIo {
     /// (both hold at most the pool).
     staged: Vec<FrameBuf>,
     cap: usize,
-    /// Buffers of this direction allocated so far, and at most.
-    made: usize,
-    pool: usize,
-    page_offset: Option<usize>,
 }
 
 impl std::fmt::Debug for MemIo {
@@ -141,12 +136,11 @@ pub fn pair(cfg: &MemConfig) -> (MemIo, MemIo) {
         rx_return,
         tx,
         tx_free,
-        spare: Vec::with_capacity(pool),
+        spare: (0..pool)
+            .map(|_| FrameBuf::new(cfg.frame_cap, cfg.page_offset))
+            .collect(),
         staged: Vec::with_capacity(pool),
         cap: cfg.frame_cap,
-        made: 0,
-        pool,
-        page_offset: cfg.page_offset,
     };
     let a = end(rx_ba, ret_ba, tx_ab, free_ab);
     let b = end(rx_ab, ret_ab, tx_ba, free_ba);
@@ -167,18 +161,13 @@ fn publish(ring: &mut Producer<FrameBuf>, items: &mut Vec<FrameBuf>) {
 }
 
 impl MemIo {
-    /// A free buffer: one at hand, else every buffer the peer returned,
-    /// else a new one while the pool is not all made.
+    /// A free buffer: one at hand, else every buffer the peer returned.
     #[inline]
     fn take(&mut self) -> Option<FrameBuf> {
         if self.spare.is_empty() {
             let n = self.tx_free.slots();
             if let Ok(chunk) = self.tx_free.read_chunk(n) {
                 self.spare.extend(chunk);
-            }
-            if self.spare.is_empty() && self.made < self.pool {
-                self.made += 1;
-                return Some(FrameBuf::new(self.cap, self.page_offset));
             }
         }
         self.spare.pop()
