@@ -302,7 +302,13 @@ fn report_paired() {
     let mut json = Vec::new();
     for (name, op, size, off, msgs) in [
         ("rc_pair_64KiB_aligned", Op::Write, 65536, 0, 400u64),
-        ("rc_pair_64KiB_dst_trap", Op::Write, 65536, TRAP_MR_OFFSET, 400),
+        (
+            "rc_pair_64KiB_dst_trap",
+            Op::Write,
+            65536,
+            TRAP_MR_OFFSET,
+            400,
+        ),
         ("rc_pair_4KiB", Op::Write, 4096, 0, 4000),
         ("rc_pair_64B", Op::Write, 64, 0, 8000),
         ("rc_pair_64B_send", Op::Send, 64, 0, 8000),
@@ -337,7 +343,13 @@ fn rc_pair(c: &mut Criterion) {
         report_paired();
     }
     bench_case(c, "rc_pair_64KiB_aligned", Op::Write, 65536, 0);
-    bench_case(c, "rc_pair_64KiB_dst_trap", Op::Write, 65536, TRAP_MR_OFFSET);
+    bench_case(
+        c,
+        "rc_pair_64KiB_dst_trap",
+        Op::Write,
+        65536,
+        TRAP_MR_OFFSET,
+    );
     bench_case(c, "rc_pair_4KiB", Op::Write, 4096, 0);
     bench_case(c, "rc_pair_64B", Op::Write, 64, 0);
     bench_case(c, "rc_pair_64B_send", Op::Send, 64, 0);

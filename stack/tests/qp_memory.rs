@@ -271,5 +271,8 @@ fn heap_per_idle_rc_qp_and_per_wqe_slot() {
     assert!(idle <= 1024.0, "idle QP without rings: {idle:.1} B");
     assert!(used <= 1024.0, "used QP without rings: {used:.1} B");
     let served = idle + one.used_server;
-    assert!(served <= 1024.0, "used responder QP without rings: {served:.1} B");
+    assert!(
+        served <= 1024.0,
+        "used responder QP without rings: {served:.1} B"
+    );
 }

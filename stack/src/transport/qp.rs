@@ -316,8 +316,7 @@ impl QpInitAttr {
         let sq_slots = ring(self.cap.max_send_wr);
         let rc = self.qp_type == QpType::Rc;
         let ud = self.qp_type == QpType::Ud;
-        let sq = sq_slots * size_of::<SendWqe>() as u64
-            + side_bytes(sq_slots, &self.cap, ud, rc);
+        let sq = sq_slots * size_of::<SendWqe>() as u64 + side_bytes(sq_slots, &self.cap, ud, rc);
         let rq_sge = if self.cap.max_recv_sge > 1 {
             u64::from(self.cap.max_recv_sge) * size_of::<Sge>() as u64
         } else {

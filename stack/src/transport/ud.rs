@@ -123,7 +123,14 @@ pub(crate) fn handle_request(qp: &mut Qp, ctx: &mut DeviceInner, pkt: &RocePacke
     };
     let head = qp.rq.head();
     if scatter(ctx, qp.pd, qp.rq_sges(head), 0, &grh).is_err()
-        || scatter(ctx, qp.pd, qp.rq_sges(head), GRH_AREA_LEN as u64, pkt.payload()).is_err()
+        || scatter(
+            ctx,
+            qp.pd,
+            qp.rq_sges(head),
+            GRH_AREA_LEN as u64,
+            pkt.payload(),
+        )
+        .is_err()
     {
         let wc = recv_wc(qp.qpn, r.wr_id, WcStatus::LocProtErr);
         ctx.complete(qp.recv_cq, wc);

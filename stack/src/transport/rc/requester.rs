@@ -228,8 +228,7 @@ fn only_fast(qp: &mut Qp, ctx: &mut DeviceInner, now: Instant, buf: &mut [u8]) -
             reth,
             ..ExtHeaders::default()
         };
-        qp.hdrs
-            .check_fast_frame(bth, ext, buf, off, len, frame_len);
+        qp.hdrs.check_fast_frame(bth, ext, buf, off, len, frame_len);
     }
     let Some(w) = qp.sq.get_mut(idx) else {
         return Fast::Failed;

@@ -62,7 +62,15 @@ fn execute_send(qp: &mut Qp, ctx: &mut DeviceInner, r: &Req<'_, '_>) -> Next {
         return Next::Error(RespError::RecvTooLong);
     }
     let head = qp.rq.head();
-    if scatter(ctx, qp.pd, qp.rq_sges(head), qp.resp.recv_offset, pkt.payload()).is_err() {
+    if scatter(
+        ctx,
+        qp.pd,
+        qp.rq_sges(head),
+        qp.resp.recv_offset,
+        pkt.payload(),
+    )
+    .is_err()
+    {
         // Malformed receive WQE (bad lkey, range or rights): class A,
         // NAK remote operational error, LOC_QP_OP_ERR (rxe).
         return Next::Error(RespError::MalformedWqe);

@@ -472,7 +472,13 @@ fn write_only_fast(qp: &mut Qp, ctx: &mut DeviceInner, pkt: &RocePacket<'_>) -> 
     //# domain that holds the whole range and grants the access.
     let (mr, range) = ctx
         .mrs
-        .remote(qp.pd, reth.rkey, reth.va, u64::from(plen), AccessFlags::REMOTE_WRITE)
+        .remote(
+            qp.pd,
+            reth.rkey,
+            reth.va,
+            u64::from(plen),
+            AccessFlags::REMOTE_WRITE,
+        )
         .ok()?;
     crate::transport::copy_payload(&mut mr.buf.bytes_mut()[range], payload);
     ctx.counters.rx_write_requests += 1;
