@@ -221,8 +221,38 @@ pub struct UdpConfig {
     pub gso: bool,
     /// Datagram mode: ask for UDP GRO (`UDP_GRO`, Linux 5.0+): the kernel
     /// may hand several datagrams of one sender in one buffer, which the
-    /// backend splits. Nothing changes on the wire. Default `true`.
+    /// backend splits. Nothing changes on the wire. Default `true`; off
+    /// for a [`UdpConfig::shard`] (the kernel's GRO merges datagrams of one
+    /// peer before the shard is chosen, whatever their QPNs).
     pub gro: bool,
+    /// Datagram mode: be shard `index` of `count` backends that share the
+    /// address and port (`SO_REUSEPORT`), one per core, each driving its
+    /// own device: the kernel hands each datagram to the shard
+    /// [`Shard::of_qpn`] names for its BTH destination QP, with a classic
+    /// BPF selector that shard 0 attaches (docs/scaling.md). Bind the
+    /// shards in index order and keep them all open (the kernel numbers a
+    /// group's sockets in bind order). Default `None`.
+    pub shard: Option<Shard>,
+}
+
+/// One of several backends sharing an address and port, steered by QPN
+/// ([`UdpConfig::shard`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This backend's place in the group, `0..count`.
+    pub index: u16,
+    /// How many backends share the port (at least 1).
+    pub count: u16,
+}
+
+impl Shard {
+    /// The shard that receives datagrams for destination QP `qpn`: `qpn`
+    /// modulo `count` (what the kernel's selector computes from the BTH).
+    /// A sharded device creates its QPs with numbers it owns
+    /// (`Device::create_qp_with_qpn`).
+    pub fn of_qpn(qpn: u32, count: u16) -> u16 {
+        ((qpn & 0x00FF_FFFF) % u32::from(count.max(1))) as u16
+    }
 }
 
 impl UdpConfig {
@@ -238,6 +268,7 @@ impl UdpConfig {
             ident_recovery: true,
             gso: false,
             gro: true,
+            shard: None,
         }
     }
 }

@@ -381,6 +381,47 @@ pub fn enable_udp_gro(fd: BorrowedFd<'_>) -> bool {
     set_int_opt(fd, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok()
 }
 
+/// `SO_ATTACH_REUSEPORT_CBPF`: 51 in include/uapi/asm-generic/socket.h
+/// (x86, ARM, RISC-V, PowerPC; Alpha, MIPS, PA-RISC and SPARC number their
+/// socket options otherwise). The `libc` crate defines it for Android only.
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+
+/// Attach the classic-BPF program `prog` (`(code, jt, jf, k)` per
+/// instruction, `struct sock_filter`) as the `SO_REUSEPORT` group's socket
+/// selector (`SO_ATTACH_REUSEPORT_CBPF`, socket(7), Linux 4.5+): for each
+/// datagram the program runs over the UDP payload and returns the index,
+/// in bind order, of the group's socket that receives it (an index past
+/// the group falls back to the kernel's hash).
+///
+/// # Errors
+/// setsockopt(2)'s: `EINVAL` for a socket without `SO_REUSEPORT` or a
+/// program the kernel rejects.
+pub fn attach_reuseport_cbpf(fd: BorrowedFd<'_>, prog: &[(u16, u8, u8, u32)]) -> io::Result<()> {
+    let mut f: Vec<libc::sock_filter> = prog
+        .iter()
+        .map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
+        .collect();
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(f.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
+        filter: f.as_mut_ptr(),
+    };
+    // SAFETY: `fprog` points at `f`'s `len` instructions, both alive for
+    // the whole call; the kernel copies the program and keeps no pointer.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use std::os::fd::AsFd;
 
 use crate::sys::mmsg::{Mmsg, TxMsg, UDP_MAX_SEGMENTS};
 
-use super::wire::{finish, header_len, inspect, recover_ident, synthesize};
+use super::wire::{finish, header_len, inspect, recover_ident, synthesize, WireInfo};
 use super::{UdpIo, IPV4_LEN, MAX_PAYLOAD, MIN_ROCE, UDP_LEN};
 
 /// Bytes of frames a transmit burst collects before it sends them (then it
@@ -22,17 +22,29 @@ const RX_SLOTS: usize = 16;
 /// (also below IPv6's limit).
 const GSO_MAX_BYTES: usize = 65535 - IPV4_LEN - UDP_LEN;
 
-/// One datagram being planned: where it goes, with what TOS / TTL, its
-/// segment size and bytes so far, and whether a short last segment closed
-/// it.
+/// One datagram being planned: where it goes (socket address and QP),
+/// with what TOS / TTL, its segment size and bytes so far, and whether a
+/// short last segment closed it.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
     to: SocketAddr,
+    dqpn: u32,
     tos: u8,
     ttl: u8,
     segment: usize,
     bytes: usize,
     closed: bool,
+}
+
+/// A collected frame, inspected: where it is, what goes on the wire, and
+/// its destination QP.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    off: usize,
+    len: usize,
+    w: WireInfo,
+    to: SocketAddr,
+    dqpn: u32,
 }
 
 /// The buffers and scratch of the batched paths.
@@ -46,6 +58,7 @@ pub(super) struct Batch {
     segs: Vec<(usize, usize)>,
     msgs: Vec<TxMsg>,
     plans: Vec<Plan>,
+    pending: Vec<Pending>,
     tx_mm: Mmsg,
     /// `RX_SLOTS` slots of `rx_slot` bytes: room for the headers, then a
     /// datagram or GRO batch of up to 64 KiB.
@@ -69,6 +82,7 @@ impl Batch {
             segs: Vec::new(),
             msgs: Vec::new(),
             plans: Vec::new(),
+            pending: Vec::new(),
             tx_mm: Mmsg::default(),
             rx: vec![0; RX_SLOTS * slot],
             rx_slot: slot,
@@ -223,17 +237,18 @@ impl UdpIo {
     }
 
     /// Rewrite the collected frames for the wire and group them into
-    /// datagrams: consecutive frames to one peer with one TOS and TTL and
-    /// one payload size (the last may be shorter) form one GSO send, each
+    /// datagrams: consecutive frames to one QP of one peer with one TOS and
+    /// TTL and one payload size (the last may be shorter) form one GSO
+    /// send (one QP per send, so a receiver that steers by QPN, a
+    /// [`super::Shard`], gets each send whole where it belongs), each
     /// frame's ICRC computed with the identification the kernel gives its
     /// segment (its index in the send, with `IP_PMTUDISC_DO`).
     fn plan(&mut self) -> io::Result<()> {
         let sport = self.local.port();
-        let frames = std::mem::take(&mut self.batch.frames);
-        self.batch.segs.clear();
-        self.batch.msgs.clear();
-        self.batch.plans.clear();
-        for &(off, len) in &frames {
+        let mut pending = std::mem::take(&mut self.batch.pending);
+        pending.clear();
+        for i in 0..self.batch.frames.len() {
+            let (off, len) = self.batch.frames[i];
             let Some(w) = inspect(&self.batch.tx[off..off + len]) else {
                 self.stats.tx_not_udp += 1;
                 continue;
@@ -243,13 +258,44 @@ impl UdpIo {
                 continue;
             }
             let to = self.dest(w.dst);
+            // BTH bytes 5-7: the destination QP (`inspect` checked that a
+            // BTH is there).
+            let p0 = off + w.payload.0;
+            let q = &self.batch.tx[p0 + 5..p0 + 8];
+            let dqpn = u32::from_be_bytes([0, q[0], q[1], q[2]]);
+            pending.push(Pending {
+                off,
+                len,
+                w,
+                to,
+                dqpn,
+            });
+        }
+        if self.gso {
+            // Each QP's frames together, in their order (QPs are
+            // independent flows: nothing orders one QP's packets against
+            // another's), so a device that interleaves QPs still fills
+            // GSO sends.
+            pending.sort_by_key(|p| (p.to, p.dqpn));
+        }
+        let b = &mut *self.batch;
+        b.segs.clear();
+        b.msgs.clear();
+        b.plans.clear();
+        for &Pending {
+            off,
+            len,
+            w,
+            to,
+            dqpn,
+        } in &pending
+        {
             let plen = w.payload_len();
-            let gso = self.gso;
-            let b = &mut *self.batch;
             let join = match (b.plans.last(), b.msgs.last()) {
                 (Some(p), Some(m)) => {
-                    gso && !p.closed
-                        && (p.to, p.tos, p.ttl) == (to, w.tos, w.ttl)
+                    self.gso
+                        && !p.closed
+                        && (p.to, p.dqpn, p.tos, p.ttl) == (to, dqpn, w.tos, w.ttl)
                         && plen <= p.segment
                         && m.count < UDP_MAX_SEGMENTS
                         && p.bytes + plen <= GSO_MAX_BYTES
@@ -274,6 +320,7 @@ impl UdpIo {
             } else {
                 b.plans.push(Plan {
                     to,
+                    dqpn,
                     tos: w.tos,
                     ttl: w.ttl,
                     segment: plen,
@@ -288,7 +335,7 @@ impl UdpIo {
                 });
             }
         }
-        self.batch.frames = frames;
+        b.pending = pending;
         Ok(())
     }
 

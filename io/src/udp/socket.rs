@@ -18,6 +18,9 @@ use crate::sys::mmsg;
 
 /// Classic BPF (`<linux/filter.h>`) opcodes of the socket filters.
 const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_ALU_AND_K: u16 = 0x54;
+const BPF_ALU_MOD_K: u16 = 0x94;
+const BPF_RET_A: u16 = 0x16;
 const BPF_LDX_B_MSH: u16 = 0xb1;
 const BPF_LD_H_IND: u16 = 0x48;
 const BPF_JEQ_K: u16 = 0x15;
@@ -37,6 +40,20 @@ fn raw_filter(ip: Ipv4Addr, port: u16) -> [Bpf; 7] {
         (BPF_JEQ_K, 0, 1, u32::from(port)),
         (BPF_RET_K, 0, 0, 0x0004_0000), // keep the whole packet
         (BPF_RET_K, 0, 0, 0),           // drop
+    ]
+}
+
+/// The `SO_REUSEPORT` selector of [`UdpConfig::shard`] (it sees each
+/// datagram from its UDP payload, the BTH): the index of the group's
+/// socket = the destination QP (BTH bytes 5-7, IBTA 1.7 §9.2) modulo
+/// `count`, [`super::Shard::of_qpn`]. A datagram too short for a BTH ends
+/// the program, which then returns 0 (shard 0, whose device drops it).
+fn shard_selector(count: u16) -> [Bpf; 4] {
+    [
+        (BPF_LD_W_ABS, 0, 0, 4),            // A = BTH bytes 4-7
+        (BPF_ALU_AND_K, 0, 0, 0x00FF_FFFF), // A = DestQP
+        (BPF_ALU_MOD_K, 0, 0, u32::from(count.max(1))),
+        (BPF_RET_A, 0, 0, 0),
     ]
 }
 
@@ -64,6 +81,12 @@ impl UdpIo {
             ));
         }
         let v6 = cfg.bind.is_ipv6();
+        if cfg.raw && cfg.shard.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "shards are a datagram-mode feature (raw sockets see every packet)",
+            ));
+        }
         if v6 && cfg.raw {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -101,7 +124,13 @@ impl UdpIo {
             let _ = nsock::setsockopt(s, sockopt::SndBufForce, &SOCKET_BUFFER);
             s.set_nonblocking(true)?;
         }
+        if cfg.shard.is_some() {
+            sock.set_reuse_port(true)?;
+        }
         sock.bind(&SockAddr::from(cfg.bind))?;
+        if let Some(sh) = cfg.shard.filter(|s| s.index == 0) {
+            mmsg::attach_reuseport_cbpf(sock.as_fd(), &shard_selector(sh.count))?;
+        }
         let local = sock
             .local_addr()?
             .as_socket()
@@ -113,7 +142,7 @@ impl UdpIo {
         // Batching offloads (datagram mode): GSO where asked for and the
         // kernel has it, GRO where asked for.
         let gso = !cfg.raw && cfg.gso && mmsg::udp_gso_supported(sock.as_fd());
-        if !cfg.raw && cfg.gro {
+        if !cfg.raw && cfg.gro && cfg.shard.is_none() {
             mmsg::enable_udp_gro(sock.as_fd());
         }
         let (rx_buf, tx_buf) = if cfg.raw {
@@ -364,6 +393,9 @@ mod tests {
                     0x20 => a = at(k as usize, 4),
                     0xb1 => x = 4 * (at(k as usize, 1) & 0xf),
                     0x48 => a = at((x + k) as usize, 2),
+                    0x54 => a &= k,
+                    0x94 => a %= k,
+                    0x16 => return a,
                     0x15 => pc += if a == k { jt } else { jf },
                     0x06 => return k,
                     c => panic!("opcode {c:#x}"),
@@ -381,5 +413,15 @@ mod tests {
         pkt[23] ^= 1;
         pkt[19] = 3;
         assert_eq!(run(&f, &pkt), 0);
+        // The shard selector over a BTH (RC WRITE ONLY to QP 0x012345).
+        let bth = [0x0a, 0x40, 0xff, 0xff, 0x80, 0x01, 0x23, 0x45, 0, 0, 0, 7];
+        for count in [1u16, 2, 3, 8] {
+            assert_eq!(
+                run(&shard_selector(count), &bth),
+                u32::from(super::super::Shard::of_qpn(0x012345, count)),
+                "count {count}"
+            );
+        }
+        assert_eq!(0x012345 % 8, 5);
     }
 }
