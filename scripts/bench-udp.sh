@@ -4,7 +4,9 @@
 # GSO sends, GRO receives, sendmmsg/recvmmsg), against kernel TCP (`iperf3`,
 # one stream) and unpaced kernel UDP (`iperf3 -u -l 4096 -b 0`), in the
 # same run, on two paths:
-#   lo    the host's loopback (127.0.0.1);
+#   lo    loopback (127.0.0.1), in a network namespace of its own so that
+#         captures or filters other programs put on the host's lo tax
+#         neither side;
 #   veth  a veth pair between two network namespaces this script makes
 #         (MTU 9000, the jumbo MTU RoCE fabrics run 4096-byte PMTUs on).
 # Every round runs roce, TCP, UDP on lo, then the same on the veth, so a
@@ -46,16 +48,21 @@ roce="$target/release/roce"
 dir=$(mktemp -d /tmp/roce-bench-udp.XXXXXX)
 na="rbu-a$$"
 nb="rbu-b$$"
+nl="rbu-l$$"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   ip netns del "$na" 2>/dev/null || true
   ip netns del "$nb" 2>/dev/null || true
+  ip netns del "$nl" 2>/dev/null || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-# The veth pair: 10.99.0.1 in $na, 10.99.0.2 in $nb.
+# Loopback of its own in $nl; the veth pair: 10.99.0.1 in $na, 10.99.0.2
+# in $nb.
+ip netns add "$nl"
+ip -n "$nl" link set lo up
 ip netns add "$na"
 ip netns add "$nb"
 ip link add "rbua$$" type veth peer name "rbub$$"
@@ -89,7 +96,7 @@ port=$((20000 + $$ % 20000))
 # roce_round PATH: prints "goodput_Gbps cpu_s_per_GB".
 roce_round() {
   local path=$1 sns cns sip cip
-  if [ "$path" = lo ]; then sns=- cns=- sip=127.0.0.1 cip=127.0.0.1; else sns=$nb cns=$na sip=10.99.0.2 cip=10.99.0.1; fi
+  if [ "$path" = lo ]; then sns=$nl cns=$nl sip=127.0.0.1 cip=127.0.0.1; else sns=$nb cns=$na sip=10.99.0.2 cip=10.99.0.1; fi
   port=$((port + 1))
   timed "$sns" rs "$roce" perf write --server --backend udp --port "$port" --udp-port 47910 \
     --local-ip "$sip" "${extra[@]}" &
@@ -113,7 +120,7 @@ roce_round() {
 # iperf_round PATH tcp|udp: prints "goodput_Gbps cpu_s_per_GB lost_percent".
 iperf_round() {
   local path=$1 proto=$2 sns cns sip
-  if [ "$path" = lo ]; then sns=- cns=- sip=127.0.0.1; else sns=$nb cns=$na sip=10.99.0.2; fi
+  if [ "$path" = lo ]; then sns=$nl cns=$nl sip=127.0.0.1; else sns=$nb cns=$na sip=10.99.0.2; fi
   local args=()
   [ "$proto" = udp ] && args=(-u -l 4096 -b 0)
   port=$((port + 1))

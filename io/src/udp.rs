@@ -123,6 +123,63 @@
 //!
 //! Frames that are not IPv4/IPv6 + UDP (ARP, PFC, CNPs over other media)
 //! are counted in [`UdpStats::tx_not_udp`] and dropped.
+//!
+//! # Batching (datagram mode)
+//!
+//! A burst costs a few system calls, not one per frame:
+//!
+//! - **Transmit**: `tx_burst` lets the device write its frames back to
+//!   back into one arena, rewrites each for the wire (above), and sends
+//!   them with sendmmsg(2). With [`UdpConfig::gso`], consecutive frames
+//!   of one QP to one peer with one TOS/TTL and one UDP payload size (the
+//!   last may be shorter) go as one UDP GSO send (`UDP_SEGMENT`, udp(7)):
+//!   the kernel cuts the send into one datagram per frame, each a whole
+//!   RoCEv2 packet with its own BTH and ICRC, at most 64 per send. Within
+//!   a burst each QP's frames are put together, in order (QPs are
+//!   independent flows), so a device that interleaves QPs still fills
+//!   sends; a send never mixes QPs, so a receiver that steers by QPN
+//!   ([`Shard`], RSS on the BTH) gets each one whole where it belongs.
+//! - **Identification under GSO**: the kernel numbers a GSO send's
+//!   segments itself (`inet_gso_segment()`, net/ipv4/af_inet.c: `id++`
+//!   per segment unless `SKB_GSO_TCP_FIXEDID`, which is TCP's only), from
+//!   the identification `ip_select_ident_segs()` gave the send: 0 with
+//!   `IP_PMTUDISC_DO`. Seen on Linux 6.18 in a capture with `lo`'s
+//!   `tx-udp-segmentation` off: a 5-segment send carries identifications
+//!   0, 1, 2, 3, 4, all with DF (with `IP_PMTUDISC_WANT`: a random base,
+//!   then consecutive). So segment `i`'s ICRC is computed with
+//!   identification `i` and every segment verifies on the wire as sent
+//!   (`tests/udp_wire.rs` checks each with an independent CRC). Whether
+//!   the kernel segments in software or a NIC does (USO), the numbering is
+//!   the same. On `lo` and veth the offload is on by default and a send
+//!   stays one packet until the receiving socket, so a capture there shows
+//!   one large packet per send; `ethtool -K lo tx-udp-segmentation off`
+//!   shows the segments.
+//! - **Receive**: `rx_burst` takes up to 16 datagrams with one
+//!   recvmmsg(2), each into its own 64 KiB slot after room for the
+//!   headers. With [`UdpConfig::gro`] (`UDP_GRO`) a slot may hold several
+//!   datagrams of one sender (a GSO send that reached the socket whole, or
+//!   datagrams the kernel's GRO merged) with their size in a control
+//!   message; each is delivered as its own frame, its headers written in
+//!   place over the tail of the one before (already delivered). Segment
+//!   `i` of such a batch is rebuilt with identification `i` + DF, what a
+//!   Linux GSO sender gives it, so recovery finds nothing to change;
+//!   without recovery ([`UdpConfig::ident_recovery`] `false`) `i` or 0 is
+//!   accepted (the one bit of guessing this needs). A lone datagram is
+//!   rebuilt with 0 + DF, as before. A burst that ends inside a batch
+//!   delivers the rest at the next call (call again after a full burst
+//!   before waiting on [`FrameIo::wait_fd`]).
+//!
+//! # Shards (several cores, one address)
+//!
+//! [`UdpConfig::shard`]: `count` backends, each driving its own device on
+//! its own core, bind one address and port with `SO_REUSEPORT`, and a
+//! classic-BPF program (`SO_ATTACH_REUSEPORT_CBPF`, socket(7)) picks the
+//! receiving socket from each datagram's BTH destination QP
+//! ([`Shard::of_qpn`]: QPN mod `count`). Every packet of a connection
+//! carries the receiving QP's number (requests, ACKs, READ responses,
+//! CNPs), so each shard sees only its own QPs. Shards turn GRO off: the
+//! kernel's GRO merges one peer's datagrams before the socket is chosen.
+//! `docs/scaling.md` has the whole picture; `tests/udp_shards.rs` runs two.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -284,12 +341,13 @@ pub struct UdpStats {
     /// out).
     pub rx_dropped: u64,
     /// IPv4 datagrams whose ICRC verified only with an identification/DF
-    /// other than 0 + DF, found from the ICRC (datagram mode).
+    /// other than the expected one (0 + DF; for segment `i` of a GRO batch,
+    /// `i` + DF), found from the ICRC (datagram mode).
     pub rx_icrc_ident_recovered: u64,
     /// IPv4 datagrams for which no identification/DF makes the ICRC verify
     /// (datagram mode, recovery on): corrupted, or from a sender whose
-    /// header differs in another covered field. Delivered with
-    /// identification 0 + DF; the device drops them as ICRC errors.
+    /// header differs in another covered field. Delivered with the
+    /// expected identification; the device drops them as ICRC errors.
     pub rx_icrc_ident_unsolved: u64,
     /// Datagrams sent.
     pub tx_datagrams: u64,
