@@ -258,7 +258,7 @@ impl Mmsg {
         n: usize,
     ) -> io::Result<usize> {
         self.meta.clear();
-        if room >= slot || n.checked_mul(slot).is_none_or(|b| b > arena.len()) {
+        if room >= slot || !n.checked_mul(slot).is_some_and(|b| b <= arena.len()) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         self.reset(n);
