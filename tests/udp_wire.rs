@@ -21,7 +21,7 @@
 //!   and its ICRC verifies as captured; with the offload on (`lo`'s
 //!   default) the receiver gets each send whole (UDP GRO) and splits it,
 //!   every segment verifying with its index as identification, also with
-//!   identification recovery off.
+//!   identification recovery off (and over IPv6).
 //!
 //! Each test runs in a network namespace of its own
 //! (`support/udp_ns.rs`; root, `ROCE_SKIP_ROOT_TESTS=1` skips).
@@ -412,4 +412,22 @@ fn gro_batches_are_split_and_verify_with_their_segment_index() {
         assert_eq!(a.rx_datagrams, b.tx_datagrams);
         assert_eq!(b.rx_datagrams, a.tx_datagrams);
     }
+    // IPv6: no identification; the batches split the same way.
+    sh(&[
+        "ip",
+        "-6",
+        "addr",
+        "add",
+        "fd00:5e::2/128",
+        "dev",
+        "lo",
+        "nodad",
+    ]);
+    let ips: [IpAddr; 2] = [Ipv6Addr::LOCALHOST.into(), "fd00:5e::2".parse().unwrap()];
+    let mut io = (bind_gso(ips[0], true), bind_gso(ips[1], true));
+    udp_pair::exchange(ips, &mut io);
+    let (a, b) = (io.0.stats(), io.1.stats());
+    assert!(a.tx_gso_sends > 0 && b.rx_gro_batches > 0, "{a:?} {b:?}");
+    assert_eq!(a.rx_datagrams, b.tx_datagrams);
+    assert_eq!(b.rx_datagrams, a.tx_datagrams);
 }
