@@ -73,18 +73,25 @@ pub(super) struct Batch {
 }
 
 impl Batch {
-    pub(super) fn new(v6: bool) -> Batch {
+    /// The buffers for datagram mode over IPv4 or (`v6`) IPv6; none when
+    /// `empty` (raw mode, which has its own).
+    pub(super) fn new(v6: bool, empty: bool) -> Batch {
         let room = header_len(v6);
         let slot = room + MAX_PAYLOAD;
+        let (tx, rx) = if empty {
+            (0, 0)
+        } else {
+            (TX_ARENA + room + 4 + MAX_PAYLOAD, RX_SLOTS * slot)
+        };
         Batch {
-            tx: vec![0; TX_ARENA + room + 4 + MAX_PAYLOAD],
+            tx: vec![0; tx],
             frames: Vec::new(),
             segs: Vec::new(),
             msgs: Vec::new(),
             plans: Vec::new(),
             pending: Vec::new(),
             tx_mm: Mmsg::default(),
-            rx: vec![0; RX_SLOTS * slot],
+            rx: vec![0; rx],
             rx_slot: slot,
             rx_room: room,
             rx_mm: Mmsg::default(),

@@ -162,7 +162,7 @@ impl UdpIo {
             routes: cfg.routes,
             route_cache: Vec::new(),
             gso,
-            batch: Box::new(Batch::new(v6)),
+            batch: Box::new(Batch::new(v6, cfg.raw)),
             rx_buf,
             tx_buf,
             tos: None,
