@@ -13,6 +13,8 @@
 #     drop-in libibverbs (ibverbs/tests/); libibverbs-dev: verbs.h for its
 #     layout test; libibverbs1 + rdma-core: the real library perftest also
 #     links (librdmacm, libmlx5), which LD_PRELOAD sits on top of
+#   - ethtool: turns lo's UDP segmentation offload off so a capture sees
+#     each UDP GSO segment (tests/udp_wire.rs)
 # `scripts/test.sh --deps-only` installs and verifies the packages, and stops.
 # Benches are compiled (cargo test --all-targets builds them) but not timed.
 # The public captures and reference vectors are read from ../shared beside the
@@ -25,7 +27,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Debian packages the tests need, decided by package status (dpkg-query), never
 # by file globs: a glob once matched libclang-cpp14's library and hid a missing
 # libclang-dev (issue 11).
-packages=(tshark libdpdk-dev dpdk-dev libclang-dev pkg-config iproute2 iputils-ping fonts-dejavu-core perftest ibverbs-utils libibverbs-dev libibverbs1 rdma-core)
+packages=(tshark libdpdk-dev dpdk-dev libclang-dev pkg-config iproute2 iputils-ping fonts-dejavu-core perftest ibverbs-utils libibverbs-dev libibverbs1 rdma-core ethtool)
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 missing=()
 for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done

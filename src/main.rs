@@ -329,6 +329,11 @@ struct PerfArgs {
     /// DF are received).
     #[arg(long)]
     no_ident_recovery: bool,
+    /// udp, with --server/--client: send one datagram per frame instead of
+    /// UDP GSO sends of up to 64 frames (with GSO, segment i of a send
+    /// carries IPv4 identification i, which its ICRC covers).
+    #[arg(long)]
+    udp_no_gso: bool,
     /// tap: the interface name.
     #[arg(long, value_name = "NAME")]
     ifname: Option<String>,
@@ -383,6 +388,7 @@ impl PerfArgs {
                 local_ip: self.local_ip,
                 udp_raw: self.udp_raw,
                 udp_no_ident_recovery: self.no_ident_recovery,
+                udp_no_gso: self.udp_no_gso,
                 ifname: self.ifname.clone(),
                 mac: self.mac,
                 eal_args: self.eal_args.clone(),

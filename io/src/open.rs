@@ -267,6 +267,9 @@ pub struct BackendOptions {
     /// `udp`: do not recover the IPv4 identification of received datagrams
     /// from their ICRC (`udp::UdpConfig::ident_recovery` `false`).
     pub udp_no_ident_recovery: bool,
+    /// `udp`: one datagram per frame, no UDP GSO (`udp::UdpConfig::gso`
+    /// `false`; the perf runs use GSO by default).
+    pub udp_no_gso: bool,
     /// `tap`: the interface name (e.g. `roce0`); `None` = the backend's default.
     pub ifname: Option<String>,
     /// Ethernet backends: the device's MAC; `None` = the interface's own

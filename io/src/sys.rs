@@ -9,11 +9,14 @@
 //! `SIOCSIFMTU` / `SIOCSIFFLAGS` requests of netdevice(7); [`poll_readable`]
 //! is poll(2). [`set_pmtudisc_do`] is ip(7)'s `IP_MTU_DISCOVER` (ipv6(7)'s
 //! `IPV6_MTU_DISCOVER`) set to "do", which neither `socket2` nor `nix`
-//! wraps. [`try_lock_exclusive`] is flock(2).
+//! wraps. [`try_lock_exclusive`] is flock(2). [`mmsg`]: sendmmsg(2) and
+//! recvmmsg(2) with UDP GSO/GRO control messages, for the `udp` backend.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
+
+pub mod mmsg;
 
 /// An `ifreq` (netdevice(7)) naming `name`, every other byte zero.
 fn ifreq(name: &str) -> io::Result<libc::ifreq> {

@@ -123,25 +123,79 @@
 //!
 //! Frames that are not IPv4/IPv6 + UDP (ARP, PFC, CNPs over other media)
 //! are counted in [`UdpStats::tx_not_udp`] and dropped.
+//!
+//! # Batching (datagram mode)
+//!
+//! A burst costs a few system calls, not one per frame:
+//!
+//! - **Transmit**: `tx_burst` lets the device write its frames back to
+//!   back into one arena, rewrites each for the wire (above), and sends
+//!   them with sendmmsg(2). With [`UdpConfig::gso`], consecutive frames
+//!   of one QP to one peer with one TOS/TTL and one UDP payload size (the
+//!   last may be shorter) go as one UDP GSO send (`UDP_SEGMENT`, udp(7)):
+//!   the kernel cuts the send into one datagram per frame, each a whole
+//!   RoCEv2 packet with its own BTH and ICRC, at most 64 per send. Within
+//!   a burst each QP's frames are put together, in order (QPs are
+//!   independent flows), so a device that interleaves QPs still fills
+//!   sends; a send never mixes QPs, so a receiver that steers by QPN
+//!   ([`Shard`], RSS on the BTH) gets each one whole where it belongs.
+//! - **Identification under GSO**: the kernel numbers a GSO send's
+//!   segments itself (`inet_gso_segment()`, net/ipv4/af_inet.c: `id++`
+//!   per segment unless `SKB_GSO_TCP_FIXEDID`, which is TCP's only), from
+//!   the identification `ip_select_ident_segs()` gave the send: 0 with
+//!   `IP_PMTUDISC_DO`. Seen on Linux 6.18 in a capture with `lo`'s
+//!   `tx-udp-segmentation` off: a 5-segment send carries identifications
+//!   0, 1, 2, 3, 4, all with DF (with `IP_PMTUDISC_WANT`: a random base,
+//!   then consecutive). So segment `i`'s ICRC is computed with
+//!   identification `i` and every segment verifies on the wire as sent
+//!   (`tests/udp_wire.rs` checks each with an independent CRC). Whether
+//!   the kernel segments in software or a NIC does (USO), the numbering is
+//!   the same. On `lo` and veth the offload is on by default and a send
+//!   stays one packet until the receiving socket, so a capture there shows
+//!   one large packet per send; `ethtool -K lo tx-udp-segmentation off`
+//!   shows the segments.
+//! - **Receive**: `rx_burst` takes up to 16 datagrams with one
+//!   recvmmsg(2), each into its own 64 KiB slot after room for the
+//!   headers. With [`UdpConfig::gro`] (`UDP_GRO`) a slot may hold several
+//!   datagrams of one sender (a GSO send that reached the socket whole, or
+//!   datagrams the kernel's GRO merged) with their size in a control
+//!   message; each is delivered as its own frame, its headers written in
+//!   place over the tail of the one before (already delivered). Segment
+//!   `i` of such a batch is rebuilt with identification `i` + DF, what a
+//!   Linux GSO sender gives it, so recovery finds nothing to change;
+//!   without recovery ([`UdpConfig::ident_recovery`] `false`) `i` or 0 is
+//!   accepted (the one bit of guessing this needs). A lone datagram is
+//!   rebuilt with 0 + DF, as before. A burst that ends inside a batch
+//!   delivers the rest at the next call (call again after a full burst
+//!   before waiting on [`FrameIo::wait_fd`]).
+//!
+//! # Shards (several cores, one address)
+//!
+//! [`UdpConfig::shard`]: `count` backends, each driving its own device on
+//! its own core, bind one address and port with `SO_REUSEPORT`, and a
+//! classic-BPF program (`SO_ATTACH_REUSEPORT_CBPF`, socket(7)) picks the
+//! receiving socket from each datagram's BTH destination QP
+//! ([`Shard::of_qpn`]: QPN mod `count`). Every packet of a connection
+//! carries the receiving QP's number (requests, ACKs, READ responses,
+//! CNPs), so each shard sees only its own QPs. Shards turn GRO off: the
+//! kernel's GRO merges one peer's datagrams before the socket is chosen.
+//! `docs/scaling.md` has the whole picture; `tests/udp_shards.rs` runs two.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use roce_stack::backend::FrameIo;
-use roce_stack::icrc::{self, IcrcForm};
-use roce_stack::wire::{
-    ethernet, ipv4, ipv6, udp, EthRepr, EthernetFrame, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr,
-    L2Info, UdpChecksum, UdpPacket, UdpRepr, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ICRC_LEN,
-    ROCEV2_UDP_PORT,
-};
+use roce_stack::wire::{ethernet, ipv4, ipv6, udp, ICRC_LEN, ROCEV2_UDP_PORT};
 use socket2::Socket;
 
 use crate::open::mac_for_ip;
 
+mod batch;
 mod socket;
+mod wire;
 
 pub use socket::open;
 
@@ -212,6 +266,50 @@ pub struct UdpConfig {
     /// integrity check). `false`: rebuild identification 0 with DF, so only
     /// peers that send those verify. Default `true`.
     pub ident_recovery: bool,
+    /// Datagram mode: send runs of same-sized frames to one peer as one
+    /// UDP GSO send each (`UDP_SEGMENT`; Linux 4.18+, ignored where the
+    /// kernel lacks it). Over IPv4 the kernel numbers the segments of a
+    /// send 0, 1, 2, ... (module docs), so segment `i`'s ICRC is computed
+    /// with identification `i`: valid on the wire, but peers that do not
+    /// recover identifications (`--no-ident-recovery`) receive only the
+    /// sends that reach them whole (a GRO batch, as over `lo` or a veth).
+    /// Default `false` (one datagram per frame on the wire, identification
+    /// 0).
+    pub gso: bool,
+    /// Datagram mode: ask for UDP GRO (`UDP_GRO`, Linux 5.0+): the kernel
+    /// may hand several datagrams of one sender in one buffer, which the
+    /// backend splits. Nothing changes on the wire. Default `true`; off
+    /// for a [`UdpConfig::shard`] (the kernel's GRO merges datagrams of one
+    /// peer before the shard is chosen, whatever their QPNs).
+    pub gro: bool,
+    /// Datagram mode: be shard `index` of `count` backends that share the
+    /// address and port (`SO_REUSEPORT`), one per core, each driving its
+    /// own device: the kernel hands each datagram to the shard
+    /// [`Shard::of_qpn`] names for its BTH destination QP, with a classic
+    /// BPF selector that shard 0 attaches (docs/scaling.md). Bind the
+    /// shards in index order and keep them all open (the kernel numbers a
+    /// group's sockets in bind order). Default `None`.
+    pub shard: Option<Shard>,
+}
+
+/// One of several backends sharing an address and port, steered by QPN
+/// ([`UdpConfig::shard`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This backend's place in the group, `0..count`.
+    pub index: u16,
+    /// How many backends share the port (at least 1).
+    pub count: u16,
+}
+
+impl Shard {
+    /// The shard that receives datagrams for destination QP `qpn`: `qpn`
+    /// modulo `count` (what the kernel's selector computes from the BTH).
+    /// A sharded device creates its QPs with numbers it owns
+    /// (`Device::create_qp_with_qpn`).
+    pub fn of_qpn(qpn: u32, count: u16) -> u16 {
+        ((qpn & 0x00FF_FFFF) % u32::from(count.max(1))) as u16
+    }
 }
 
 impl UdpConfig {
@@ -225,6 +323,9 @@ impl UdpConfig {
             routes: Routes::default(),
             raw: false,
             ident_recovery: true,
+            gso: false,
+            gro: true,
+            shard: None,
         }
     }
 }
@@ -240,12 +341,13 @@ pub struct UdpStats {
     /// out).
     pub rx_dropped: u64,
     /// IPv4 datagrams whose ICRC verified only with an identification/DF
-    /// other than 0 + DF, found from the ICRC (datagram mode).
+    /// other than the expected one (0 + DF; for segment `i` of a GRO batch,
+    /// `i` + DF), found from the ICRC (datagram mode).
     pub rx_icrc_ident_recovered: u64,
     /// IPv4 datagrams for which no identification/DF makes the ICRC verify
     /// (datagram mode, recovery on): corrupted, or from a sender whose
-    /// header differs in another covered field. Delivered with
-    /// identification 0 + DF; the device drops them as ICRC errors.
+    /// header differs in another covered field. Delivered with the
+    /// expected identification; the device drops them as ICRC errors.
     pub rx_icrc_ident_unsolved: u64,
     /// Datagrams sent.
     pub tx_datagrams: u64,
@@ -253,6 +355,11 @@ pub struct UdpStats {
     pub tx_not_udp: u64,
     /// Datagrams the kernel refused (e.g. `EMSGSIZE`, `ENOBUFS`); dropped.
     pub tx_errors: u64,
+    /// UDP GSO sends: datagrams of two or more frames that the kernel cut
+    /// into one datagram per frame.
+    pub tx_gso_sends: u64,
+    /// Received buffers that held two or more datagrams (UDP GRO).
+    pub rx_gro_batches: u64,
 }
 
 /// The UDP socket backend.
@@ -270,9 +377,13 @@ pub struct UdpIo {
     routes: Routes,
     route_gen: u64,
     route_cache: Vec<(IpAddr, SocketAddr)>,
+    /// Datagram mode: GSO on (and supported).
+    gso: bool,
+    /// Datagram mode: the burst buffers.
+    batch: Box<batch::Batch>,
+    /// Raw mode: one frame's buffers.
     rx_buf: Vec<u8>,
     tx_buf: Vec<u8>,
-    cmsg: Vec<u8>,
     /// TOS / traffic class and TTL / hop limit set on the socket.
     tos: Option<u8>,
     ttl: Option<u8>,
@@ -284,238 +395,13 @@ impl std::fmt::Debug for UdpIo {
         f.debug_struct("UdpIo")
             .field("local", &self.local)
             .field("raw", &self.raw.is_some())
+            .field("gso", &self.gso)
             .field("peer_port", &self.peer_port)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
 
-fn header_len(v6: bool) -> usize {
-    ETH_LEN + if v6 { IPV6_LEN } else { IPV4_LEN } + UDP_LEN
-}
-
-/// Write the Ethernet, IP and UDP headers in front of the UDP payload that
-/// sits at `buf[header_len..]` (`buf` ends with the payload). IPv4 gets
-/// identification 0 with DF ([`recover_ident`] may change them). Returns
-/// the frame length, or `None` when the address families differ.
-fn synthesize(
-    buf: &mut [u8],
-    from: SocketAddr,
-    local: IpAddr,
-    mac: [u8; 6],
-    tos: u8,
-    ttl: u8,
-) -> Option<usize> {
-    let len = buf.len();
-    let (eth, rest) = buf.split_at_mut(ETH_LEN);
-    let (dscp, ecn) = (tos >> 2, tos & 3);
-    let (ethertype, ip_len) = match (from.ip(), local) {
-        (IpAddr::V4(src), IpAddr::V4(dst)) => {
-            let (ip, datagram) = rest.split_at_mut(IPV4_LEN);
-            let ip_repr = Ipv4Repr {
-                src,
-                dst,
-                dscp,
-                ecn,
-                ttl,
-                ident: 0,
-                dont_frag: true,
-            };
-            ip_repr.emit(&mut Ipv4Packet::new_unchecked(ip), datagram.len() as u16);
-            (ETHERTYPE_IPV4, IPV4_LEN)
-        }
-        (IpAddr::V6(src), IpAddr::V6(dst)) => {
-            let (ip, datagram) = rest.split_at_mut(IPV6_LEN);
-            let ip_repr = Ipv6Repr {
-                src,
-                dst,
-                dscp,
-                ecn,
-                flow_label: 0,
-                hop_limit: ttl,
-            };
-            ip_repr.emit(&mut Ipv6Packet::new_unchecked(ip), datagram.len() as u16);
-            (ETHERTYPE_IPV6, IPV6_LEN)
-        }
-        _ => return None,
-    };
-    let eth_repr = EthRepr {
-        dst: mac,
-        src: mac_for_ip(from.ip()),
-        vlan: None,
-    };
-    eth_repr.emit(&mut EthernetFrame::new_unchecked(eth), ethertype);
-    let udp_repr = UdpRepr {
-        src_port: from.port(),
-        dst_port: ROCEV2_UDP_PORT,
-        checksum: UdpChecksum::Zero,
-    };
-    let datagram = &mut rest[ip_len..];
-    let payload_len = (datagram.len() - UDP_LEN) as u16;
-    udp_repr.emit(&mut UdpPacket::new_unchecked(datagram), payload_len);
-    Some(len)
-}
-
-/// In a frame [`synthesize`]d over IPv4 (identification 0 + DF, fragment
-/// offset 0), put the identification and DF bit with which its ICRC
-/// verifies ([`icrc::recover_ipv4_ident`]) and fix the header checksum.
-/// `Some(true)`: they differ from the frame's and were written;
-/// `Some(false)`: the frame's verify; `None`: nothing does (the frame is
-/// left as it was).
-fn recover_ident(frame: &mut [u8]) -> Option<bool> {
-    let ip = frame.get_mut(ETH_LEN..)?;
-    let icrc_at = ip.len().checked_sub(ICRC_LEN)?;
-    let wire: [u8; 4] = ip.get(icrc_at..)?.try_into().ok()?;
-    let (ident, df) = icrc::recover_ipv4_ident(ip.get(..icrc_at)?, wire).ok()??;
-    let mut h = Ipv4Packet::new_checked(ip).ok()?;
-    let flags = if df { 0x4000 } else { 0 };
-    if h.ident() == ident && h.flags_frag() == flags {
-        return Some(false);
-    }
-    h.set_ident(ident);
-    h.set_unfragmented(df);
-    h.fill_checksum();
-    Some(true)
-}
-
-/// Raw mode: the IPv4 packet of `n` bytes at `buf[ETH_LEN..]` (as a raw
-/// socket returns it: real header) becomes an Ethernet frame: destination
-/// `mac`, source [`mac_for_ip`] of the sender. Returns the frame length, or
-/// `None` unless it is an option-less, unfragmented IPv4 + UDP packet of
-/// consistent length to `local:port` (`n` may exceed the buffer: a
-/// truncated packet). A packet to a port other than 4791 gets 4791, as a
-/// datagram-mode backend rebuilds it (module docs).
-fn frame_raw(buf: &mut [u8], n: usize, local: Ipv4Addr, port: u16, mac: [u8; 6]) -> Option<usize> {
-    let frame = buf.get_mut(..ETH_LEN + n)?;
-    let (eth, packet) = frame.split_at_mut(ETH_LEN);
-    if n < IPV4_LEN + UDP_LEN {
-        return None;
-    }
-    let (ip, datagram) = packet.split_at_mut(IPV4_LEN);
-    let ip = Ipv4Packet::new_unchecked(&*ip);
-    let mut udp = UdpPacket::new_unchecked(datagram);
-    if !is_plain_udp(&ip)
-        || usize::from(ip.total_len()) != n
-        || ip.dst_addr() != local
-        || udp.dst_port() != port
-        || usize::from(udp.len()) != n - IPV4_LEN
-    {
-        return None;
-    }
-    udp.set_dst_port(ROCEV2_UDP_PORT);
-    let eth_repr = EthRepr {
-        dst: mac,
-        src: mac_for_ip(IpAddr::V4(ip.src_addr())),
-        vlan: None,
-    };
-    eth_repr.emit(&mut EthernetFrame::new_unchecked(eth), ETHERTYPE_IPV4);
-    Some(ETH_LEN + n)
-}
-
-/// An IPv4 header without options, not a fragment, carrying UDP.
-fn is_plain_udp<T: AsRef<[u8]>>(ip: &Ipv4Packet<T>) -> bool {
-    ip.version() == 4
-        && ip.header_len() == IPV4_LEN
-        && ip.protocol() == ipv4::PROTOCOL_UDP
-        && !ip.more_frags()
-        && ip.frag_offset() == 0
-}
-
-/// Raw mode: where a frame's IPv4 packet is (start, end of the UDP
-/// datagram) and its destination, if it is option-less IPv4 + UDP with
-/// consistent lengths.
-fn locate_ipv4(frame: &[u8]) -> Option<(usize, usize, Ipv4Addr)> {
-    let l2 = L2Info::parse(frame).ok()?;
-    if l2.ethertype != ETHERTYPE_IPV4 {
-        return None;
-    }
-    let l3 = l2.header_len();
-    let (ip, datagram) = frame.get(l3..l3 + IPV4_LEN + UDP_LEN)?.split_at(IPV4_LEN);
-    let ip = Ipv4Packet::new_unchecked(ip);
-    let udp = UdpPacket::new_unchecked(datagram);
-    if ip.version() != 4 || ip.header_len() != IPV4_LEN || ip.protocol() != ipv4::PROTOCOL_UDP {
-        return None;
-    }
-    let total = usize::from(ip.total_len());
-    let udp_len = usize::from(udp.len());
-    if total != IPV4_LEN + udp_len || udp_len < UDP_LEN + MIN_ROCE || l3 + total > frame.len() {
-        return None;
-    }
-    Some((l3, l3 + total, ip.dst_addr()))
-}
-
-/// What [`rewrite_for_wire`] found in a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct WireInfo {
-    v6: bool,
-    dst: IpAddr,
-    tos: u8,
-    ttl: u8,
-    /// The UDP payload's range in the frame.
-    payload: (usize, usize),
-}
-
-/// Rewrite a RoCEv2 frame to what the socket puts on the wire (UDP source
-/// port `sport`, destination port 4791, IPv4 identification 0 and DF) and
-/// recompute its ICRC. `None` if the frame is not IPv4/IPv6 + UDP with
-/// consistent lengths.
-fn rewrite_for_wire(frame: &mut [u8], sport: u16) -> Option<WireInfo> {
-    let l2 = L2Info::parse(frame).ok()?;
-    let l3 = l2.header_len();
-    let ip = frame.get_mut(l3..)?;
-    let (v6, ihl, dst, tos, ttl, form) = match l2.ethertype {
-        ETHERTYPE_IPV4 => {
-            let h = Ipv4Packet::new_checked(&*ip).ok()?;
-            if h.version() != 4 || h.header_len() != IPV4_LEN || h.protocol() != ipv4::PROTOCOL_UDP
-            {
-                return None;
-            }
-            let dst = IpAddr::V4(h.dst_addr());
-            (false, IPV4_LEN, dst, h.tos(), h.ttl(), IcrcForm::Ipv4)
-        }
-        ETHERTYPE_IPV6 => {
-            let h = Ipv6Packet::new_checked(&*ip).ok()?;
-            if h.version() != 6 || h.next_header() != ipv4::PROTOCOL_UDP {
-                return None;
-            }
-            let dst = IpAddr::V6(h.dst_addr());
-            (
-                true,
-                IPV6_LEN,
-                dst,
-                h.traffic_class(),
-                h.hop_limit(),
-                IcrcForm::Ipv6,
-            )
-        }
-        _ => return None,
-    };
-    let udp_len = usize::from(UdpPacket::new_checked(ip.get(ihl..)?).ok()?.len());
-    if udp_len < UDP_LEN + MIN_ROCE || ihl + udp_len > ip.len() {
-        return None;
-    }
-    if !v6 {
-        let mut h = Ipv4Packet::new_unchecked(&mut *ip);
-        h.set_ident(0);
-        h.set_unfragmented(true);
-    }
-    let mut udp = UdpPacket::new_unchecked(&mut ip[ihl..]);
-    udp.set_src_port(sport);
-    udp.set_dst_port(ROCEV2_UDP_PORT);
-    let end = ihl + udp_len;
-    let crc = icrc::compute(form, ip.get(..end - ICRC_LEN)?).ok()?;
-    ip.get_mut(end - ICRC_LEN..end)?
-        .copy_from_slice(&crc.to_le_bytes());
-    Some(WireInfo {
-        v6,
-        dst,
-        tos,
-        ttl,
-        payload: (l3 + ihl + UDP_LEN, l3 + end),
-    })
-}
-
-/// The socket datagrams arrive on (raw mode: the raw socket): readable
 /// when a frame waits.
 impl AsFd for UdpIo {
     fn as_fd(&self) -> BorrowedFd<'_> {
@@ -538,13 +424,16 @@ impl FrameIo for UdpIo {
 
     fn max_frame_len(&self) -> usize {
         // What fits in one datagram with the headers in front.
-        header_len(self.v6) + 4 + MAX_PAYLOAD
+        wire::header_len(self.v6) + 4 + MAX_PAYLOAD
     }
 
     fn rx_burst(&mut self, max: usize, on_frame: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+        if self.raw.is_none() {
+            return self.rx_batch(max, on_frame);
+        }
         let mut n = 0;
         while n < max {
-            match self.recv_one()? {
+            match self.recv_raw()? {
                 None => break,
                 Some(0) => {}
                 Some(len) => {
@@ -561,125 +450,18 @@ impl FrameIo for UdpIo {
         max: usize,
         fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> io::Result<usize> {
+        if self.raw.is_none() {
+            return self.tx_batch(max, fill);
+        }
         let mut n = 0;
         while n < max {
             let Some(len) = fill(&mut self.tx_buf) else {
                 break;
             };
             let len = len.min(self.tx_buf.len());
-            self.send_frame(len)?;
+            self.send_raw(len)?;
             n += 1;
         }
         Ok(n)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use roce_stack::wire::{checksum, IcrcStatus, ParseMode, RocePacket};
-
-    /// A rebuilt IPv4 frame gets the identification and DF its ICRC was
-    /// computed with (here by the `crc` crate, an independent CRC-32), and
-    /// a valid header checksum.
-    #[test]
-    fn recover_ident_rewrites_identification_df_and_checksum() {
-        let payload = [
-            0x04u8, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 1, 0, b'h', b'i', 0, 0,
-        ];
-        let mut frame = vec![0u8; header_len(false) + payload.len() + ICRC_LEN];
-        frame[header_len(false)..header_len(false) + payload.len()].copy_from_slice(&payload);
-        let from: SocketAddr = "10.0.0.1:49152".parse().unwrap();
-        let n = synthesize(&mut frame, from, "10.0.0.2".parse().unwrap(), [2; 6], 0, 64).unwrap();
-        // The sender's header: identification 0x1234, DF.
-        let mut pseudo = vec![0xFFu8; 8];
-        pseudo.extend_from_slice(&frame[ETH_LEN..n - ICRC_LEN]);
-        pseudo[8 + 4..8 + 6].copy_from_slice(&[0x12, 0x34]);
-        for i in [1, 8, 10, 11, 26, 27, 28 + 4] {
-            pseudo[8 + i] = 0xFF;
-        }
-        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC).checksum(&pseudo);
-        frame[n - ICRC_LEN..n].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(recover_ident(&mut frame[..n]), Some(true));
-        assert_eq!(&frame[ETH_LEN + 4..ETH_LEN + 8], &[0x12, 0x34, 0x40, 0]);
-        assert!(checksum::verify(&frame[ETH_LEN..ETH_LEN + IPV4_LEN]));
-        let p = RocePacket::parse(&frame[..n]).expect("the ICRC verifies");
-        assert_eq!(p.icrc_status(), IcrcStatus::Ok);
-        // Once right, nothing to recover; a corrupted ICRC byte has no
-        // solution here.
-        assert_eq!(recover_ident(&mut frame[..n]), Some(false));
-        frame[n - 1] ^= 0x80;
-        assert_eq!(recover_ident(&mut frame[..n]), None);
-    }
-
-    /// Raw mode keeps only option-less unfragmented IPv4 + UDP to its
-    /// address and port, and puts 4791 in a frame sent to another port.
-    #[test]
-    fn raw_frames_are_checked_and_get_port_4791() {
-        let mut buf = vec![0u8; 200];
-        let n = 20 + 8 + 16;
-        let ip = &mut buf[ETH_LEN..];
-        ip[..20].copy_from_slice(&[
-            0x45, 0, 0, n as u8, 0xab, 0xcd, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-        ]);
-        ip[20..28].copy_from_slice(&[0xc0, 0x00, 0x30, 0x39, 0, 24, 0, 0]);
-        let local = Ipv4Addr::new(10, 0, 0, 2);
-        let mut b = buf.clone();
-        assert_eq!(
-            frame_raw(&mut b, n, local, 12345, [2; 6]),
-            Some(ETH_LEN + n)
-        );
-        assert_eq!(&b[ETH_LEN + 20..ETH_LEN + 24], &[0xc0, 0, 0x12, 0xb7]);
-        assert_eq!(&b[6..14], &[2, 0, 10, 0, 0, 1, 0x08, 0x00]);
-        assert_eq!(&b[ETH_LEN + 4..ETH_LEN + 6], &[0xab, 0xcd], "kept");
-        for (at, v) in [
-            (0, 0x46u8),
-            (9, 6),
-            (7, 1),
-            (6, 0x60),
-            (19, 3),
-            (23, 0x3a),
-            (25, 25),
-        ] {
-            let mut b = buf.clone();
-            b[ETH_LEN + at] = v;
-            assert_eq!(
-                frame_raw(&mut b, n, local, 12345, [2; 6]),
-                None,
-                "byte {at}"
-            );
-        }
-        let mut b = buf.clone();
-        assert_eq!(
-            frame_raw(&mut b, 300, local, 12345, [2; 6]),
-            None,
-            "truncated"
-        );
-        assert_eq!(frame_raw(&mut b, n - 1, local, 12345, [2; 6]), None);
-    }
-
-    #[test]
-    fn rewrite_then_synthesize_round_trips_with_a_valid_icrc() {
-        use roce_stack::testing::Pair;
-        use roce_stack::wire::{BthRepr, ExtHeaders, Opcode};
-        let p = Pair::new(1500, Default::default(), 1);
-        let bth = BthRepr {
-            ack_req: true,
-            ..BthRepr::new(Opcode::RC_SEND_ONLY, 0x12, 0x100)
-        };
-        let mut frame = p.frame(0, bth, ExtHeaders::default(), b"hello, world!");
-        let w = rewrite_for_wire(&mut frame, 40000).unwrap();
-        assert!(!w.v6);
-        let payload = frame[w.payload.0..w.payload.1].to_vec();
-        let mut buf = vec![0u8; header_len(false) + payload.len()];
-        buf[header_len(false)..].copy_from_slice(&payload);
-        let from: SocketAddr = "10.0.0.1:40000".parse().unwrap();
-        let n = synthesize(&mut buf, from, "10.0.0.2".parse().unwrap(), [2; 6], 3, 9).unwrap();
-        let pkt = RocePacket::parse_with(&buf[..n], ParseMode::Lenient).unwrap();
-        assert_eq!(pkt.icrc_status(), IcrcStatus::Ok);
-        assert_eq!(pkt.net().ecn(), 3);
-        assert_eq!(pkt.udp().unwrap().src_port, 40000);
-        assert_eq!(pkt.payload(), b"hello, world!");
-        RocePacket::parse(&buf[..n]).unwrap();
     }
 }

@@ -1497,15 +1497,18 @@ fn run_mem(
 }
 
 /// Two devices on kernel UDP sockets, 127.0.0.1 (client) and 127.0.0.2
-/// (server), each on a free port.
+/// (server), each on a free port, with UDP GSO.
 fn run_udp(
     cfg: &PerfConfig,
     placement: &Placement,
     progress: Option<&mut dyn FnMut(u64, Duration)>,
 ) -> Result<PerfReport, PerfError> {
     let open = |ip: Ipv4Addr| {
-        UdpIo::bind(UdpConfig::new(SocketAddr::new(IpAddr::V4(ip), 0)))
-            .map_err(|e| PerfError::Run(format!("udp: bind {ip}: {e}")))
+        UdpIo::bind(UdpConfig {
+            gso: true,
+            ..UdpConfig::new(SocketAddr::new(IpAddr::V4(ip), 0))
+        })
+        .map_err(|e| PerfError::Run(format!("udp: bind {ip}: {e}")))
     };
     let a = open(UDP_LOOPBACK[0])?;
     let b = open(UDP_LOOPBACK[1])?;

@@ -6,18 +6,21 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd};
 
-use nix::sys::socket::{self as nsock, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage};
+use nix::sys::socket::{self as nsock, sockopt, MsgFlags};
 use roce_stack::wire::UdpPacket;
 use socket2::{Domain, Protocol, SockAddr, SockFilter, Socket, Type};
 
-use super::{
-    frame_raw, header_len, locate_ipv4, recover_ident, rewrite_for_wire, synthesize, Routes,
-    UdpConfig, UdpIo, UdpStats, ETH_LEN, IPV4_LEN, MAX_PAYLOAD, MIN_ROCE, SOCKET_BUFFER,
-};
+use super::batch::Batch;
+use super::wire::{frame_raw, header_len, locate_ipv4};
+use super::{Routes, UdpConfig, UdpIo, UdpStats, ETH_LEN, IPV4_LEN, MAX_PAYLOAD, SOCKET_BUFFER};
 use crate::open::{BackendError, BackendOptions, Opened};
+use crate::sys::mmsg;
 
 /// Classic BPF (`<linux/filter.h>`) opcodes of the socket filters.
 const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_ALU_AND_K: u16 = 0x54;
+const BPF_ALU_MOD_K: u16 = 0x94;
+const BPF_RET_A: u16 = 0x16;
 const BPF_LDX_B_MSH: u16 = 0xb1;
 const BPF_LD_H_IND: u16 = 0x48;
 const BPF_JEQ_K: u16 = 0x15;
@@ -37,6 +40,20 @@ fn raw_filter(ip: Ipv4Addr, port: u16) -> [Bpf; 7] {
         (BPF_JEQ_K, 0, 1, u32::from(port)),
         (BPF_RET_K, 0, 0, 0x0004_0000), // keep the whole packet
         (BPF_RET_K, 0, 0, 0),           // drop
+    ]
+}
+
+/// The `SO_REUSEPORT` selector of [`UdpConfig::shard`] (it sees each
+/// datagram from its UDP payload, the BTH): the index of the group's
+/// socket = the destination QP (BTH bytes 5-7, IBTA 1.7 §9.2) modulo
+/// `count`, [`super::Shard::of_qpn`]. A datagram too short for a BTH ends
+/// the program, which then returns 0 (shard 0, whose device drops it).
+fn shard_selector(count: u16) -> [Bpf; 4] {
+    [
+        (BPF_LD_W_ABS, 0, 0, 4),            // A = BTH bytes 4-7
+        (BPF_ALU_AND_K, 0, 0, 0x00FF_FFFF), // A = DestQP
+        (BPF_ALU_MOD_K, 0, 0, u32::from(count.max(1))),
+        (BPF_RET_A, 0, 0, 0),
     ]
 }
 
@@ -64,6 +81,12 @@ impl UdpIo {
             ));
         }
         let v6 = cfg.bind.is_ipv6();
+        if cfg.raw && cfg.shard.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "shards are a datagram-mode feature (raw sockets see every packet)",
+            ));
+        }
         if v6 && cfg.raw {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -101,7 +124,13 @@ impl UdpIo {
             let _ = nsock::setsockopt(s, sockopt::SndBufForce, &SOCKET_BUFFER);
             s.set_nonblocking(true)?;
         }
+        if cfg.shard.is_some() {
+            sock.set_reuse_port(true)?;
+        }
         sock.bind(&SockAddr::from(cfg.bind))?;
+        if let Some(sh) = cfg.shard.filter(|s| s.index == 0) {
+            mmsg::attach_reuseport_cbpf(sock.as_fd(), &shard_selector(sh.count))?;
+        }
         let local = sock
             .local_addr()?
             .as_socket()
@@ -110,6 +139,17 @@ impl UdpIo {
             attach(r, &raw_filter(ip, local.port()))?;
         }
         let hl = header_len(v6);
+        // Batching offloads (datagram mode): GSO where asked for and the
+        // kernel has it, GRO where asked for.
+        let gso = !cfg.raw && cfg.gso && mmsg::udp_gso_supported(sock.as_fd());
+        if !cfg.raw && cfg.gro && cfg.shard.is_none() {
+            mmsg::enable_udp_gro(sock.as_fd());
+        }
+        let (rx_buf, tx_buf) = if cfg.raw {
+            (vec![0u8; hl + MAX_PAYLOAD], vec![0u8; hl + 4 + MAX_PAYLOAD])
+        } else {
+            (Vec::new(), Vec::new())
+        };
         Ok(UdpIo {
             sock,
             raw,
@@ -121,9 +161,10 @@ impl UdpIo {
             route_gen: u64::MAX,
             routes: cfg.routes,
             route_cache: Vec::new(),
-            rx_buf: vec![0u8; hl + MAX_PAYLOAD],
-            tx_buf: vec![0u8; hl + 4 + MAX_PAYLOAD],
-            cmsg: nix::cmsg_space!(libc_int, libc_int),
+            gso,
+            batch: Box::new(Batch::new(v6, cfg.raw)),
+            rx_buf,
+            tx_buf,
             tos: None,
             ttl: None,
             stats: UdpStats::default(),
@@ -150,8 +191,14 @@ impl UdpIo {
         self.stats
     }
 
+    /// Whether transmit bursts use UDP GSO ([`UdpConfig::gso`], and the
+    /// kernel has it; turned off for good if a send says the path cannot).
+    pub fn gso(&self) -> bool {
+        self.gso
+    }
+
     /// The socket address frames for `ip` go to.
-    fn dest(&mut self, ip: IpAddr) -> SocketAddr {
+    pub(super) fn dest(&mut self, ip: IpAddr) -> SocketAddr {
         let g = self.routes.generation();
         if g != self.route_gen {
             self.route_cache = self.routes.snapshot();
@@ -163,85 +210,9 @@ impl UdpIo {
             .map_or(SocketAddr::new(ip, self.peer_port), |(_, a)| *a)
     }
 
-    /// Receive one datagram and put its frame in `rx_buf`; the frame
-    /// length, `Ok(None)` when none is waiting, `Ok(Some(0))` for a dropped
-    /// datagram.
-    pub(super) fn recv_one(&mut self) -> io::Result<Option<usize>> {
-        if self.raw.is_some() {
-            return self.recv_raw();
-        }
-        let hl = header_len(self.v6);
-        let fd = self.sock.as_raw_fd();
-        let (n, from, tos, ttl, trunc) = {
-            let mut iov = [io::IoSliceMut::new(&mut self.rx_buf[hl..])];
-            let r = nsock::recvmsg::<SockaddrStorage>(
-                fd,
-                &mut iov,
-                Some(&mut self.cmsg),
-                MsgFlags::MSG_DONTWAIT,
-            );
-            let msg = match r {
-                Ok(m) => m,
-                Err(nix::errno::Errno::EAGAIN) => return Ok(None),
-                Err(nix::errno::Errno::EINTR) => return Ok(Some(0)),
-                Err(e) => return Err(e.into()),
-            };
-            let mut tos = 0u8;
-            let mut ttl = 64u8;
-            if let Ok(cm) = msg.cmsgs() {
-                for c in cm {
-                    match c {
-                        ControlMessageOwned::Ipv4Tos(t) => tos = t,
-                        ControlMessageOwned::Ipv6TClass(t) => tos = t as u8,
-                        ControlMessageOwned::Ipv4Ttl(t) => ttl = t as u8,
-                        ControlMessageOwned::Ipv6HopLimit(t) => ttl = t as u8,
-                        _ => {}
-                    }
-                }
-            }
-            let from: Option<SocketAddr> = msg.address.and_then(|a| {
-                if let Some(a4) = a.as_sockaddr_in() {
-                    Some(SocketAddr::new(IpAddr::V4(a4.ip()), a4.port()))
-                } else {
-                    a.as_sockaddr_in6()
-                        .map(|a6| SocketAddr::new(IpAddr::V6(a6.ip()), a6.port()))
-                }
-            });
-            (
-                msg.bytes,
-                from,
-                tos,
-                ttl,
-                msg.flags.contains(MsgFlags::MSG_TRUNC),
-            )
-        };
-        let Some(from) = from else {
-            self.stats.rx_dropped += 1;
-            return Ok(Some(0));
-        };
-        if trunc || n > MAX_PAYLOAD {
-            self.stats.rx_dropped += 1;
-            return Ok(Some(0));
-        }
-        let frame = &mut self.rx_buf[..hl + n];
-        let Some(len) = synthesize(frame, from, self.local.ip(), self.mac, tos, ttl) else {
-            self.stats.rx_dropped += 1;
-            return Ok(Some(0));
-        };
-        if !self.v6 && self.ident_recovery && n >= MIN_ROCE {
-            match recover_ident(frame) {
-                Some(true) => self.stats.rx_icrc_ident_recovered += 1,
-                Some(false) => {}
-                None => self.stats.rx_icrc_ident_unsolved += 1,
-            }
-        }
-        self.stats.rx_datagrams += 1;
-        Ok(Some(len))
-    }
-
     /// Raw mode: receive one IPv4 packet after room for the Ethernet
     /// header and write that header.
-    fn recv_raw(&mut self) -> io::Result<Option<usize>> {
+    pub(super) fn recv_raw(&mut self) -> io::Result<Option<usize>> {
         let Some(raw) = &self.raw else {
             return Ok(None);
         };
@@ -268,47 +239,31 @@ impl UdpIo {
         Ok(Some(len))
     }
 
-    /// Send the frame at the start of `tx_buf`.
-    pub(super) fn send_frame(&mut self, len: usize) -> io::Result<()> {
-        if self.raw.is_some() {
-            return self.send_raw(len);
-        }
-        let port = self.local.port();
-        let Some(w) = rewrite_for_wire(&mut self.tx_buf[..len], port) else {
-            self.stats.tx_not_udp += 1;
-            return Ok(());
-        };
-        if w.v6 != self.v6 {
-            self.stats.tx_not_udp += 1;
-            return Ok(());
-        }
-        if self.tos != Some(w.tos) {
-            let r = if self.v6 {
-                self.sock.set_tclass_v6(u32::from(w.tos))
+    /// Set the socket's TOS / traffic class and TTL / hop limit to a
+    /// frame's (when they differ from what was set; TTL 0 is left alone).
+    pub(super) fn set_tos_ttl(&mut self, tos: u8, ttl: u8) -> io::Result<()> {
+        if self.tos != Some(tos) {
+            if self.v6 {
+                self.sock.set_tclass_v6(u32::from(tos))?;
             } else {
-                self.sock.set_tos_v4(u32::from(w.tos))
-            };
-            r?;
-            self.tos = Some(w.tos);
+                self.sock.set_tos_v4(u32::from(tos))?;
+            }
+            self.tos = Some(tos);
         }
-        if self.ttl != Some(w.ttl) && w.ttl != 0 {
-            let r = if self.v6 {
-                self.sock.set_unicast_hops_v6(u32::from(w.ttl))
+        if self.ttl != Some(ttl) && ttl != 0 {
+            if self.v6 {
+                self.sock.set_unicast_hops_v6(u32::from(ttl))?;
             } else {
-                self.sock.set_ttl_v4(u32::from(w.ttl))
-            };
-            r?;
-            self.ttl = Some(w.ttl);
+                self.sock.set_ttl_v4(u32::from(ttl))?;
+            }
+            self.ttl = Some(ttl);
         }
-        let to = self.dest(w.dst);
-        let payload = &self.tx_buf[w.payload.0..w.payload.1];
-        let r = self.sock.send_to(payload, &SockAddr::from(to));
-        self.sent(r)
+        Ok(())
     }
 
     /// Raw mode: send the frame's IPv4 packet as it is, but for the
     /// destination port of a peer on another port than 4791.
-    fn send_raw(&mut self, len: usize) -> io::Result<()> {
+    pub(super) fn send_raw(&mut self, len: usize) -> io::Result<()> {
         let Some((l3, end, dst)) = locate_ipv4(&self.tx_buf[..len]) else {
             self.stats.tx_not_udp += 1;
             return Ok(());
@@ -352,13 +307,10 @@ impl UdpIo {
     }
 }
 
-/// Stand-in type for the control-message space (`int` values).
-#[allow(non_camel_case_types)]
-type libc_int = nix::libc::c_int;
-
 /// Open the `udp` backend for a process-to-process run: bind
 /// `o.local_ip:o.udp_port`, raw mode if `o.udp_raw`, identification
-/// recovery unless `o.udp_no_ident_recovery`.
+/// recovery unless `o.udp_no_ident_recovery`, UDP GSO unless
+/// `o.udp_no_gso`.
 ///
 /// # Errors
 /// No local IP given, or the socket's errors.
@@ -372,6 +324,7 @@ pub fn open(o: &BackendOptions) -> Result<Opened, BackendError> {
     }
     cfg.raw = o.udp_raw;
     cfg.ident_recovery = !o.udp_no_ident_recovery;
+    cfg.gso = !o.udp_no_gso;
     let io = UdpIo::bind(cfg.clone()).map_err(|e| {
         let hint = if e.kind() == io::ErrorKind::AddrInUse {
             " (is another `roce` or the kernel's rdma_rxe on it? choose another with --udp-port)"
@@ -440,6 +393,9 @@ mod tests {
                     0x20 => a = at(k as usize, 4),
                     0xb1 => x = 4 * (at(k as usize, 1) & 0xf),
                     0x48 => a = at((x + k) as usize, 2),
+                    0x54 => a &= k,
+                    0x94 => a %= k,
+                    0x16 => return a,
                     0x15 => pc += if a == k { jt } else { jf },
                     0x06 => return k,
                     c => panic!("opcode {c:#x}"),
@@ -457,5 +413,15 @@ mod tests {
         pkt[23] ^= 1;
         pkt[19] = 3;
         assert_eq!(run(&f, &pkt), 0);
+        // The shard selector over a BTH (RC WRITE ONLY to QP 0x012345).
+        let bth = [0x0a, 0x40, 0xff, 0xff, 0x80, 0x01, 0x23, 0x45, 0, 0, 0, 7];
+        for count in [1u16, 2, 3, 8] {
+            assert_eq!(
+                run(&shard_selector(count), &bth),
+                u32::from(super::super::Shard::of_qpn(0x012345, count)),
+                "count {count}"
+            );
+        }
+        assert_eq!(0x012345 % 8, 5);
     }
 }
