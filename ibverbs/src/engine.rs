@@ -1142,6 +1142,19 @@ impl Context {
         }
     }
 
+    /// Open the backend now if it is one that must be up before the program
+    /// talks to its peer (`ibv_open_device`): DPDK, whose EAL and port take
+    /// a while, and whose `net_memif` server must have its socket before
+    /// the client's port starts (perftest and the pingpongs open the device
+    /// before their TCP side channel and create the PD after it). The
+    /// others open at the first verb that needs them. A failure is logged
+    /// and the verbs fail with `ENODEV`, as they would at that verb.
+    pub fn open_early(&self) {
+        if self.cfg.backend == crate::config::BackendKind::Dpdk {
+            let _ = self.live();
+        }
+    }
+
     /// Block for the next async event (`ibv_get_async_event`); a descriptor
     /// made non-blocking fails with `WouldBlock`.
     ///

@@ -76,3 +76,34 @@ pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<u32> {
     }
     Ok(bits)
 }
+
+/// The calling thread's CPU affinity (sched_getaffinity(2)).
+///
+/// # Errors
+/// sched_getaffinity(2)'s.
+pub fn thread_affinity() -> io::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 = the calling thread; the kernel writes at most
+    // `size_of::<cpu_set_t>()` bytes into `set`, which lives across the call.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(set)
+}
+
+/// Set the calling thread's CPU affinity (sched_setaffinity(2)).
+///
+/// # Errors
+/// sched_setaffinity(2)'s.
+pub fn set_thread_affinity(set: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: pid 0 = the calling thread; the kernel reads
+    // `size_of::<cpu_set_t>()` bytes of `set`, a valid reference.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
