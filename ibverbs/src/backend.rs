@@ -17,6 +17,7 @@ use roce_stack::neigh::{Neighbors, Resolution};
 use roce_stack::time::Instant;
 
 use crate::config::{BackendKind, Config};
+use crate::ffi::sys;
 
 enum Io {
     Udp(UdpIo),
@@ -93,7 +94,26 @@ impl Backend {
                     max_frame_len,
                     ..BackendOptions::default()
                 };
-                let opened = roce_io::open_dpdk(&o).map_err(|e| format!("dpdk backend: {e}"))?;
+                // Without waiting for the link: the device opens with the
+                // program's `ibv_open_device`, before its side channel, and a
+                // `net_memif` server's link comes up only once its client has
+                // started (which it does after the side channel connects).
+                // Frames sent before the link is up are lost and resent (ARP
+                // requests by the neighbour table, RC by its timers).
+                //
+                // The EAL pins the thread that initialises it (the
+                // program's, here) to its main lcore; the program's threads
+                // are not ours to pin, and the progress thread (spawned from
+                // this one) must stay free to run beside a program that
+                // spins on its buffer: the affinity is put back.
+                let affinity = sys::thread_affinity().ok();
+                let opened = roce_io::open_dpdk_unlinked(&o);
+                if let Some(a) = &affinity {
+                    if let Err(e) = sys::set_thread_affinity(a) {
+                        tracing::warn!(%e, "could not restore the thread's CPU affinity after the EAL");
+                    }
+                }
+                let opened = opened.map_err(|e| format!("dpdk backend: {e}"))?;
                 let fd = opened.io.wait_fd().map(|f| f.as_raw_fd());
                 Ok(Backend {
                     io: Io::Dpdk(NeighIo::for_address(opened.io, ip, opened.mac)),

@@ -13,10 +13,12 @@
 //!   holds the engine drains before letting it go;
 //! - the progress thread, so that ACKs, READ responses, retransmissions and
 //!   completion events happen while the application sleeps (the perftest
-//!   server waits in a TCP `read()` for the whole run). It busy-polls while
-//!   the device has frames to send, and otherwise sleeps in poll(2) on the
-//!   backend's descriptor (and a kick eventfd) until a frame arrives or the
-//!   device's next timer is due, so an idle process does not burn a core.
+//!   server waits in a TCP `read()` for the whole run). It stands aside
+//!   while an application thread busy-polls a CQ (that thread then does
+//!   the receiving), polls while frames move and for a few microseconds
+//!   after, and otherwise sleeps in poll(2) on the backend's descriptor
+//!   (and a kick eventfd) until a frame arrives or the device's next timer
+//!   is due, so an idle process does not burn a core.
 //!
 //! # Emulated in this layer
 //! - Completion channels: a CQ armed by `ibv_req_notify_cq` that holds a
@@ -35,7 +37,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
@@ -65,9 +67,14 @@ const MAX_SLEEP: Duration = Duration::from_millis(10);
 /// Nap of the progress thread on a backend without a descriptor (DPDK).
 const POLL_MODE_NAP: Duration = Duration::from_micros(50);
 /// How long the progress thread keeps polling after the last frame moved,
-/// before it sleeps on the descriptor: back-to-back frames of a stream are
-/// taken without a wake-up each.
+/// yielding between passes, before it sleeps on the descriptor (or naps,
+/// DPDK): the next frame of a ping-pong or a stream is taken without a
+/// wake-up.
 const LINGER: Duration = Duration::from_micros(30);
+/// How recent an application's empty `ibv_poll_cq` must be for the
+/// progress thread to leave the backend to that thread
+/// ([`Live::app_polling`]).
+const APP_POLLING: Duration = Duration::from_micros(20);
 /// How long `modify_qp` / `create_ah` wait for ARP / neighbour discovery on
 /// an Ethernet backend.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -294,6 +301,10 @@ pub struct Live {
     gid: Gid,
     mac: [u8; 6],
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// When an application thread's `poll_cq` last pumped and found
+    /// nothing, ns since `epoch`; 0 after one that found completions (the
+    /// application is likely to do something else next).
+    app_polled: AtomicU64,
 }
 
 impl std::fmt::Debug for Live {
@@ -366,6 +377,7 @@ impl Live {
             gid,
             mac,
             thread: Mutex::new(None),
+            app_polled: AtomicU64::new(0),
         });
         let c = ctx.clone();
         let t = thread::Builder::new()
@@ -487,6 +499,12 @@ impl Live {
         if dev.poll_timeout().is_some_and(|t| t <= now) {
             dev.handle_timeout(now);
         }
+        // Posts queued while this pump received (an application that spins
+        // on its buffer posts its answer as soon as a WRITE lands) go out
+        // in this burst, with the ACKs.
+        if self.pending_len.load(Ordering::SeqCst) > 0 {
+            self.drain_pending(e);
+        }
         let tx = transmit(e, now);
         self.after_pump(e, srq_events);
         rx + tx
@@ -538,7 +556,30 @@ impl Live {
         }
     }
 
+    /// Whether an application thread is busy-polling a CQ: its last
+    /// `ibv_poll_cq` pumped the backend, found nothing, and was less than
+    /// [`APP_POLLING`] ago. The progress thread then leaves the backend to
+    /// it.
+    fn app_polling(&self) -> bool {
+        let t = self.app_polled.load(Ordering::Relaxed);
+        t != 0 && self.now().as_nanos().saturating_sub(t) < APP_POLLING.as_nanos() as u64
+    }
+
     /// The progress thread.
+    ///
+    /// - While an application thread busy-polls a CQ (`app_polling`), that
+    ///   thread pumps the backend itself and this one only yields: one
+    ///   thread per process on the backend, so a frame is taken by whoever
+    ///   runs, and the two do not take turns on a CPU for one frame.
+    /// - Otherwise it pumps while frames move, then polls on for
+    ///   [`LINGER`], yielding between passes (the next frame of a ping-pong
+    ///   is usually a few microseconds away, and a wake-up from poll(2)
+    ///   costs more than that on these machines), then blocks in poll(2)
+    ///   on the backend's descriptor and the kick eventfd until a frame
+    ///   arrives or the device's next timer is due, so an idle process does
+    ///   not burn a core.
+    /// - A backend without a descriptor (DPDK, a poll-mode driver) naps
+    ///   [`POLL_MODE_NAP`] instead of blocking.
     fn progress(self: Arc<Self>) {
         let mut fds = vec![self.kick.as_raw_fd()];
         let backend_fd = self.lock().io.fd;
@@ -548,6 +589,11 @@ impl Live {
         }
         let mut last_moved = std::time::Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
+            if self.app_polling() {
+                thread::yield_now();
+                last_moved = std::time::Instant::now();
+                continue;
+            }
             let mut g = self.lock();
             let now = self.now();
             let mut moved = 0;
@@ -558,6 +604,9 @@ impl Live {
                     break;
                 }
             }
+            // QPs still on the active list after the passes: frames the
+            // backend did not take (its queue is full), or more than 64
+            // bursts' worth.
             let busy = g.dev.active_qps() > 0;
             let due = [
                 g.dev.poll_timeout().map(|t| t.saturating_since(now)),
@@ -567,8 +616,9 @@ impl Live {
             .flatten()
             .min();
             self.release(g);
-            if moved > 0 || busy {
+            if moved > 0 {
                 last_moved = std::time::Instant::now();
+                continue;
             }
             if busy || last_moved.elapsed() < LINGER {
                 thread::yield_now();
@@ -859,6 +909,8 @@ impl Live {
             let now = self.now();
             self.pump(&mut g, now);
             n += g.dev.poll_cq(id, &mut out[n..]);
+            self.app_polled
+                .store(if n == 0 { now.as_nanos() } else { 0 }, Ordering::Relaxed);
         }
         if !g.parked.is_empty() {
             for wc in &out[..n] {
@@ -1087,6 +1139,19 @@ impl Context {
                 eprintln!("roce-ibverbs: {e}");
                 Err(Errno(libc::ENODEV))
             }
+        }
+    }
+
+    /// Open the backend now if it is one that must be up before the program
+    /// talks to its peer (`ibv_open_device`): DPDK, whose EAL and port take
+    /// a while, and whose `net_memif` server must have its socket before
+    /// the client's port starts (perftest and the pingpongs open the device
+    /// before their TCP side channel and create the PD after it). The
+    /// others open at the first verb that needs them. A failure is logged
+    /// and the verbs fail with `ENODEV`, as they would at that verb.
+    pub fn open_early(&self) {
+        if self.cfg.backend == crate::config::BackendKind::Dpdk {
+            let _ = self.live();
         }
     }
 

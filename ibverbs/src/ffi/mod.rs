@@ -305,6 +305,7 @@ unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
         Ok(c) => Arc::new(c),
         Err(e) => return fail(e.raw_os_error().unwrap_or(libc::ENOMEM)),
     };
+    inner.open_early();
     let async_fd = inner.async_raw_fd();
     // SAFETY: ibv_context is pointers, integers and a pthread mutex, for
     // all of which all-zero is a valid value (PTHREAD_MUTEX_INITIALIZER is

@@ -1,5 +1,5 @@
 //! The Linux calls the library makes that `std` does not wrap: eventfd(2)
-//! for the completion channels and the async-event fd, and poll(2) for the
+//! for the completion channels and the async-event fd, and ppoll(2) for the
 //! progress thread, which sleeps on the backend's descriptor
 //! (`FrameIo::wait_fd`) and the kick eventfd. The library never closes or
 //! reads from the backend's descriptor, only polls it, and polls it only
@@ -34,13 +34,13 @@ pub fn eventfd(semaphore: bool, nonblock: bool) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Wait until one of `fds` is readable or `timeout` passes (poll(2); a
-/// timeout above `i32::MAX` ms waits that long). Returns a bit per
-/// descriptor (bit i: `fds[i]` readable or in error); 0 on timeout or
-/// `EINTR`. At most 8 descriptors.
+/// Wait until one of `fds` is readable or `timeout` passes (ppoll(2), to
+/// the nanosecond; a timeout beyond `i64::MAX` seconds waits that long).
+/// Returns a bit per descriptor (bit i: `fds[i]` readable or in error); 0
+/// on timeout or `EINTR`. At most 8 descriptors.
 ///
 /// # Errors
-/// poll(2)'s other errors.
+/// ppoll(2)'s other errors.
 pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<u32> {
     let mut p = [libc::pollfd {
         fd: -1,
@@ -52,12 +52,14 @@ pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<u32> {
         slot.fd = *fd;
         slot.events = libc::POLLIN;
     }
-    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    // Round a sub-millisecond wait up: poll(2) counts whole milliseconds.
-    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-    // SAFETY: `p` is a valid array of `n` pollfd structures that poll may
-    // write `revents` into; it lives across the call.
-    let rc = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, ms) };
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `p` is a valid array of `n` pollfd structures that ppoll may
+    // write `revents` into, and `ts` a valid timespec it only reads; both
+    // live across the call. A null signal mask leaves the mask unchanged.
+    let rc = unsafe { libc::ppoll(p.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted {
@@ -73,4 +75,35 @@ pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<u32> {
         }
     }
     Ok(bits)
+}
+
+/// The calling thread's CPU affinity (sched_getaffinity(2)).
+///
+/// # Errors
+/// sched_getaffinity(2)'s.
+pub fn thread_affinity() -> io::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 = the calling thread; the kernel writes at most
+    // `size_of::<cpu_set_t>()` bytes into `set`, which lives across the call.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(set)
+}
+
+/// Set the calling thread's CPU affinity (sched_setaffinity(2)).
+///
+/// # Errors
+/// sched_setaffinity(2)'s.
+pub fn set_thread_affinity(set: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: pid 0 = the calling thread; the kernel reads
+    // `size_of::<cpu_set_t>()` bytes of `set`, a valid reference.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

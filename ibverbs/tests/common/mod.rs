@@ -6,6 +6,8 @@
 // Each test binary uses a part of the helpers.
 #![allow(dead_code, unused_imports)]
 
+pub mod capture;
+
 // The reference files of ../shared, one module for every test tree.
 #[path = "../../../stack/tests/common/shared.rs"]
 mod shared;
@@ -70,8 +72,18 @@ pub fn free_udp_port() -> u16 {
 /// state 0A), without connecting to it (the servers accept one
 /// connection only).
 pub fn listening(port: u16) -> bool {
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|s| {
+    listening_in("/proc/net", port)
+}
+
+/// [`listening`] in the network namespace of process `pid` (its
+/// /proc/PID/net: a program run with `ip netns exec`).
+pub fn listening_of(pid: u32, port: u16) -> bool {
+    listening_in(&format!("/proc/{pid}/net"), port)
+}
+
+fn listening_in(dir: &str, port: u16) -> bool {
+    ["tcp", "tcp6"].iter().any(|f| {
+        std::fs::read_to_string(format!("{dir}/{f}")).is_ok_and(|s| {
             s.lines().skip(1).any(|l| {
                 let cols: Vec<&str> = l.split_whitespace().collect();
                 cols.len() > 3
@@ -101,7 +113,21 @@ impl Done {
 }
 
 fn spawn(prog: &str, args: &[String], env: &[(String, String)]) -> Child {
-    let mut c = Command::new(program(prog));
+    spawn_in(&[], prog, args, env)
+}
+
+/// Spawn `prog args` under `wrap` (a command prefix such as `ip netns exec
+/// NS`, which execs the program in place: the child's PID is the
+/// program's), with the library preloaded and `env` added.
+fn spawn_in(wrap: &[String], prog: &str, args: &[String], env: &[(String, String)]) -> Child {
+    let mut c = match wrap.split_first() {
+        None => Command::new(program(prog)),
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(program(prog));
+            c
+        }
+    };
     c.args(args)
         .env("LD_PRELOAD", lib())
         .stdin(Stdio::null())
@@ -196,15 +222,11 @@ pub fn run_pair_at(
     extra_env: &[(&str, &str)],
     ips: [&str; 2],
 ) -> PairRun {
-    let tcp = free_tcp_port();
     let udp = free_udp_port();
-    let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    a.push("-p".into());
-    a.push(tcp.to_string());
     let env = |ip: &str| {
-        let mut e: Vec<(String, String)> = vec![
-            ("ROCE_LOCAL_IP".into(), ip.into()),
-            ("ROCE_UDP_PORT".into(), udp.to_string()),
+        let mut e = vec![
+            ("ROCE_LOCAL_IP".to_string(), ip.to_string()),
+            ("ROCE_UDP_PORT".to_string(), udp.to_string()),
         ];
         e.extend(
             extra_env
@@ -213,14 +235,52 @@ pub fn run_pair_at(
         );
         e
     };
+    let place = Place {
+        wrap: Vec::new(),
+        env: [env(ips[0]), env(ips[1])],
+        server_addr: ips[0].to_string(),
+    };
+    let mut r = run_pair_in(&place, prog, args, timeout, || {});
+    r.udp_port = udp;
+    r
+}
+
+/// Where a server/client pair runs: under a command prefix (`ip netns exec
+/// NS`, or nothing), with the environment of each side (server first:
+/// `ROCE_BACKEND`, `ROCE_LOCAL_IP`, ...), the client naming the server's
+/// side channel at `server_addr`.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub wrap: Vec<String>,
+    pub env: [Vec<(String, String)>; 2],
+    pub server_addr: String,
+}
+
+/// Run `prog args -p PORT` as a server and `prog args -p PORT ADDR` as its
+/// client at `place`, with a fresh TCP port, both killed after `timeout`.
+/// `ready` runs once the server listens (in its namespace), before the
+/// client starts.
+pub fn run_pair_in(
+    place: &Place,
+    prog: &str,
+    args: &[&str],
+    timeout: Duration,
+    ready: impl FnOnce(),
+) -> PairRun {
+    let tcp = free_tcp_port();
+    let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    a.push("-p".into());
+    a.push(tcp.to_string());
     let deadline = Instant::now() + timeout;
-    let server = spawn(prog, &a, &env(ips[0]));
-    while !listening(tcp) && Instant::now() < deadline {
+    let server = spawn_in(&place.wrap, prog, &a, &place.env[0]);
+    let pid = server.id();
+    while !listening_of(pid, tcp) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
+    ready();
     let mut ca = a.clone();
-    ca.push(ips[0].into());
-    let client = spawn(prog, &ca, &env(ips[1]));
+    ca.push(place.server_addr.clone());
+    let client = spawn_in(&place.wrap, prog, &ca, &place.env[1]);
     let client = finish(client, deadline);
     let server = finish(
         server,
@@ -229,7 +289,7 @@ pub fn run_pair_at(
     PairRun {
         server,
         client,
-        udp_port: udp,
+        udp_port: 0,
     }
 }
 
