@@ -9,13 +9,13 @@ use roce_stack::verbs::{
     AccessFlags, Device, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, SendWr, Sge, Wc,
     WcStatus, WrOpcode,
 };
-use roce_stack::wire::{Position, RocePacket, Transport};
+use roce_stack::wire::{ParseMode, Position, RocePacket, Transport};
 
 use super::frame::Frame;
 use super::{
-    check_pattern, check_pattern_at, device_config, fill_pattern, flow_memory_bytes, flow_psn,
-    host_ip, host_mac, ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec, Ps, RxFlows, SimError,
-    TransferDone, Xfer, PS_PER_NS,
+    check_pattern, check_pattern_at, device_config, fill_pattern_at, flow_memory_bytes, flow_psn,
+    host_ip, host_mac, mac_host, psn_le, ConnSpec, Ev, Fabric, FabricConfig, FillPos, Flow,
+    FlowSpec, Ps, RxFlows, SimError, TransferDone, Xfer, PSN_MASK, PS_PER_NS,
 };
 use crate::metrics::Bins;
 use crate::net;
@@ -63,6 +63,9 @@ pub struct Host {
     rx_flows: RxFlows,
     /// Sum of the windows of the flows this host sends on.
     window_sum: usize,
+    /// Flows of this host whose next packet's bytes are to be written
+    /// before the device builds another frame ([`Fabric::prefill`]).
+    fill_pending: Vec<u32>,
 }
 
 impl Host {
@@ -93,8 +96,9 @@ impl Host {
                 prop_ps: link.delay_ns * PS_PER_NS,
             },
             timer_at: None,
-            rx_flows: RxFlows::new(),
+            rx_flows: RxFlows::default(),
             window_sum: 0,
+            fill_pending: Vec::new(),
         }
     }
 
@@ -258,6 +262,11 @@ impl Fabric {
             ))?;
         }
         self.hosts[spec.dst].rx_flows.insert(qpn[1], idx);
+        let pmtu = self.hosts[spec.src]
+            .dev
+            .qp(qpn[0])
+            .map_or(4096, |q| q.pmtu())
+            .max(8);
         self.hosts[spec.src].window_sum += window as usize;
         self.flow_memory += flow_memory_bytes(spec.msg_bytes, window);
         if record {
@@ -293,6 +302,15 @@ impl Fabric {
             rx_cur: None,
             xfer: None,
             closed: false,
+            pmtu,
+            tx_psn: flow_psn(idx, 0),
+            fill: FillPos {
+                msg: 0,
+                off: 0,
+                psn: flow_psn(idx, 0),
+            },
+            fill_queued: false,
+            fault: None,
         });
         Ok(idx)
     }
@@ -410,10 +428,6 @@ impl Fabric {
             let (lkey, qpn) = (flow.src_lkey, flow.qpn[0]);
             let (laddr, raddr, rkey) = (flow.src_base + off, flow.dst_base + off, flow.dst_rkey);
             let dev = &mut self.hosts[src].dev;
-            if let Some(mr) = dev.mr_mut(lkey) {
-                let o = off as usize;
-                fill_pattern(&mut mr.as_mut_slice()[o..o + len as usize], f, msg);
-            }
             let sge = [Sge {
                 addr: laddr,
                 length: len,
@@ -433,7 +447,110 @@ impl Fabric {
             if let Some(x) = flow.xfer.as_mut() {
                 x.left -= u64::from(len);
             }
+            self.queue_fill(f);
         }
+    }
+
+    /// Put flow `f` on its source host's list of flows whose next packet
+    /// is to be written before the device builds a frame.
+    fn queue_fill(&mut self, f: usize) {
+        let flow = &mut self.flows[f];
+        if !flow.fill_queued {
+            flow.fill_queued = true;
+            self.hosts[flow.spec.src].fill_pending.push(f as u32);
+        }
+    }
+
+    /// Write the data pattern into the sender's memory just before the
+    /// stack reads it: for every flow of host `h` on its list, every packet
+    /// posted up to and including the one the requester sends next for the
+    /// first time (PSN `tx_psn`). The device builds one frame per
+    /// `poll_transmit`, reading the payload of that one packet from the
+    /// region as it builds it (a retransmission reads bytes written
+    /// already: a slot is reused only after its WRITE completed), so the
+    /// bytes it reads are always the message's pattern, and they are still
+    /// in cache when it does: the region's lines are touched once, not once
+    /// when posted and again a window of traffic later.
+    fn prefill(&mut self, h: usize) {
+        while let Some(f) = self.hosts[h].fill_pending.pop() {
+            let f = f as usize;
+            let flow = &mut self.flows[f];
+            flow.fill_queued = false;
+            if flow.closed {
+                continue;
+            }
+            let window = flow.slot_len.len() as u64;
+            let size = u64::from(flow.spec.msg_bytes);
+            let lkey = flow.src_lkey;
+            let Some(mr) = self.hosts[h].dev.mr_mut(lkey) else {
+                continue;
+            };
+            let mem = mr.as_mut_slice();
+            while flow.fill.msg < flow.posted && psn_le(flow.fill.psn, flow.tx_psn) {
+                let FillPos { msg, off, psn } = flow.fill;
+                let slot = msg % window;
+                let len = flow.slot_len[slot as usize];
+                let n = flow.pmtu.min(len - off);
+                let at = (slot * size) as usize + off as usize;
+                if let Some(buf) = mem.get_mut(at..at + n as usize) {
+                    fill_pattern_at(buf, f, msg, u64::from(off));
+                    if let Some((m, b)) = flow.fault {
+                        if m == msg && (off..off + n).contains(&b) {
+                            buf[(b - off) as usize] ^= 0x20;
+                            flow.fault = None;
+                        }
+                    }
+                }
+                flow.fill = if off + n >= len {
+                    FillPos {
+                        msg: msg + 1,
+                        off: 0,
+                        psn: (psn + 1) & PSN_MASK,
+                    }
+                } else {
+                    FillPos {
+                        msg,
+                        off: off + n,
+                        psn: (psn + 1) & PSN_MASK,
+                    }
+                };
+            }
+        }
+    }
+
+    /// A frame host `h`'s device built: if it is a request packet of one of
+    /// its flows sent for the first time, the flow's next packet is to be
+    /// written before the next frame is built.
+    fn note_tx(&mut self, h: usize, frame: &Frame) {
+        let Some(dst) = mac_host(&frame.info().dst, self.hosts.len()) else {
+            return;
+        };
+        let Ok(p) = RocePacket::parse_with(frame.bytes(), ParseMode::Strict) else {
+            return;
+        };
+        let bth = p.bth();
+        let info = bth.opcode.info();
+        if info.transport != Transport::Rc || !info.is_request {
+            return;
+        }
+        let Some(&f) = self.hosts[dst].rx_flows.get(&bth.dest_qp) else {
+            return;
+        };
+        let flow = &mut self.flows[f];
+        if flow.spec.src != h || !psn_le(flow.tx_psn, bth.psn) {
+            return;
+        }
+        flow.tx_psn = (bth.psn + 1) & PSN_MASK;
+        self.queue_fill(f);
+    }
+
+    /// Flip bit 5 of byte `offset` of message `msg` of flow `f` in the
+    /// sender's memory when the simulator writes it (just before the stack
+    /// reads it): a fault in the source data, which the stack then sends
+    /// faithfully (a valid ICRC) and the receiver's check must catch. For
+    /// tests.
+    pub fn corrupt_source_byte(&mut self, f: usize, msg: u64, offset: u32) {
+        self.flows[f].fault = Some((msg, offset));
     }
 
     /// Take completions of host `h` and refill windows.
@@ -596,17 +713,20 @@ impl Fabric {
                 });
             if !blocked {
                 loop {
+                    self.prefill(h);
                     let mut buf = self.pool.take();
-                    let Some(n) = host.dev.poll_transmit(now_i, &mut buf) else {
+                    let Some(n) = self.hosts[h].dev.poll_transmit(now_i, &mut buf) else {
                         self.pool.put_buf(buf);
                         break;
                     };
                     let f = self.pool.frame(buf, n);
+                    self.note_tx(h, &f);
                     if !any_paused {
                         frame = Some(f);
                         break;
                     }
-                    let p = net::priority(f.bytes());
+                    let p = f.info().prio;
+                    let host = &mut self.hosts[h];
                     if !host.nic.pause.is_paused(p, now) {
                         frame = Some(f);
                         break;

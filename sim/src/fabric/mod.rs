@@ -280,6 +280,29 @@ pub struct Flow {
     xfer: Option<Xfer>,
     /// QPs destroyed and memory released ([`Fabric::close_flow`]).
     pub closed: bool,
+    /// Path MTU of the sending QP, bytes (a WRITE is cut into packets of
+    /// this size).
+    pmtu: u32,
+    /// Sender side: the PSN of the next packet the requester sends for the
+    /// first time (one past the highest sent).
+    tx_psn: u32,
+    /// Sender side: the first byte of the sender's region not yet written
+    /// with its pattern (see [`Fabric::prefill`]).
+    fill: FillPos,
+    /// Whether the flow is on its source host's list of flows to fill.
+    fill_queued: bool,
+    /// A byte of the sender's memory to corrupt when it is written
+    /// ([`Fabric::corrupt_source_byte`]): (message, offset in it).
+    fault: Option<(u64, u32)>,
+}
+
+/// Where a flow's just-in-time pattern writing has got to: packet `psn`,
+/// which starts `off` bytes into message `msg`.
+#[derive(Debug, Clone, Copy)]
+struct FillPos {
+    msg: u64,
+    off: u32,
+    psn: u32,
 }
 
 /// Series recorded for the observed (bottleneck) port.
@@ -521,8 +544,15 @@ fn pattern_seed(flow: usize, msg: u64) -> u64 {
 /// stale byte shows; cheap enough to write and check every byte of a
 /// datacenter-scale run.
 pub fn fill_pattern(buf: &mut [u8], flow: usize, msg: u64) {
+    fill_pattern_at(buf, flow, msg, 0);
+}
+
+/// Write the bytes of [`fill_pattern`]`(flow, msg)` from byte `offset` (a
+/// multiple of 8) on into `buf`.
+pub fn fill_pattern_at(buf: &mut [u8], flow: usize, msg: u64, offset: u64) {
+    debug_assert_eq!(offset % 8, 0);
     let seed = pattern_seed(flow, msg);
-    let mut w = seed;
+    let mut w = seed.wrapping_add((offset / 8).wrapping_mul(PATTERN_STEP));
     let mut chunks = buf.chunks_exact_mut(8);
     for c in &mut chunks {
         c.copy_from_slice(&w.to_le_bytes());
@@ -949,6 +979,15 @@ fn flow_psn(f: usize, s: usize) -> u32 {
 
 /// Host → flows map type (receiving QPN → flow index).
 type RxFlows = HashMap<u32, usize>;
+
+/// PSNs are 24 bits (IBTA 1.7 §9.7.1).
+const PSN_MASK: u32 = 0x00FF_FFFF;
+
+/// Whether PSN `a` is at or before `b` in the 24-bit serial order (within
+/// half the space, IBTA 1.7 §9.7.1).
+fn psn_le(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) & PSN_MASK) < 0x0080_0000
+}
 
 #[cfg(test)]
 mod tests {
