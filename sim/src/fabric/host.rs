@@ -606,9 +606,11 @@ impl Fabric {
     }
 
     /// The flow, PSN, position, payload length and RETH VA of a data frame
-    /// for one of host `h`'s receiving QPs.
+    /// for one of host `h`'s receiving QPs. The ICRC is not checked here:
+    /// the device checks it, and [`Fabric::host_rx`] accounts the frame
+    /// only if the device's parse accepted it.
     fn rx_info(&self, h: usize, frame: &[u8]) -> Option<RxInfo> {
-        let p = RocePacket::parse(frame).ok()?;
+        let p = RocePacket::parse_with(frame, ParseMode::Strict).ok()?;
         let bth = p.bth();
         let info = bth.opcode.info();
         if info.transport != Transport::Rc || !info.is_request {
@@ -794,7 +796,7 @@ impl Fabric {
     }
 
     pub(super) fn host_rx(&mut self, h: usize, frame: Frame) {
-        if net::is_mac_control(frame.bytes()) {
+        if frame.info().mac_control {
             let now = self.now;
             let host = &mut self.hosts[h];
             let (wake, _) =
@@ -811,8 +813,13 @@ impl Fabric {
         }
         let info = self.rx_info(h, frame.bytes());
         let now_i = self.now_instant();
-        self.hosts[h].dev.handle_frame(now_i, frame.bytes());
-        if let Some(x) = info {
+        let dev = &mut self.hosts[h].dev;
+        let drops = dev.counters().rx_parse_drops;
+        dev.handle_frame(now_i, frame.bytes());
+        // The device's parse is `parse_with(Strict)` plus the ICRC check: a
+        // frame it dropped there (a bad ICRC) placed nothing.
+        let parsed = dev.counters().rx_parse_drops == drops;
+        if let Some(x) = info.filter(|_| parsed) {
             self.rx_account(h, &x);
         }
         self.pool.put(frame);
