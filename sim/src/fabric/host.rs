@@ -14,8 +14,8 @@ use roce_stack::wire::{ParseMode, Position, RocePacket, Transport};
 use super::frame::Frame;
 use super::{
     check_pattern, check_pattern_at, device_config, fill_pattern_at, flow_memory_bytes, flow_psn,
-    host_ip, host_mac, mac_host, psn_le, ConnSpec, Ev, Fabric, FabricConfig, FillPos, Flow,
-    FlowSpec, Ps, RxFlows, SimError, TransferDone, Xfer, PSN_MASK, PS_PER_NS,
+    host_ip, host_mac, npkts, ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec, Ps, RxFlows,
+    SimError, TransferDone, Xfer, PSN_MASK, PS_PER_NS,
 };
 use crate::metrics::Bins;
 use crate::net;
@@ -63,9 +63,9 @@ pub struct Host {
     rx_flows: RxFlows,
     /// Sum of the windows of the flows this host sends on.
     window_sum: usize,
-    /// Flows of this host whose next packet's bytes are to be written
-    /// before the device builds another frame ([`Fabric::prefill`]).
-    fill_pending: Vec<u32>,
+    /// The flows this host sends on (not closed), whose next packets are
+    /// staged before the device builds a frame ([`Fabric::stage`]).
+    tx_flows: Vec<u32>,
 }
 
 impl Host {
@@ -98,7 +98,7 @@ impl Host {
             timer_at: None,
             rx_flows: RxFlows::default(),
             window_sum: 0,
-            fill_pending: Vec::new(),
+            tx_flows: Vec::new(),
         }
     }
 
@@ -167,7 +167,12 @@ impl Fabric {
                 depth: self.cfg.cq_depth,
             });
         }
-        let region = u64::from(spec.msg_bytes) * u64::from(window);
+        // The send buffer holds one message (see `stage`), the receive
+        // region one per window slot.
+        let regions = [
+            u64::from(spec.msg_bytes),
+            u64::from(spec.msg_bytes) * u64::from(window),
+        ];
         let base = 0x1000_0000_0000u64 + (idx as u64) * 0x1_0000_0000;
         let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
         let mut qpn = [0u32; 2];
@@ -188,11 +193,12 @@ impl Fabric {
                 sq_sig_all: false,
             };
             qpn[s] = super::verbs(host.dev.create_qp(host.pd, &init))?;
-            let k =
-                super::verbs(
-                    host.dev
-                        .reg_mr(host.pd, vec![0u8; region as usize], base, access),
-                )?;
+            let k = super::verbs(host.dev.reg_mr(
+                host.pd,
+                vec![0u8; regions[s] as usize],
+                base,
+                access,
+            ))?;
             keys[s] = (k.lkey, k.rkey);
         }
         let sides = [spec.src, spec.dst];
@@ -262,6 +268,7 @@ impl Fabric {
             ))?;
         }
         self.hosts[spec.dst].rx_flows.insert(qpn[1], idx);
+        self.hosts[spec.src].tx_flows.push(idx as u32);
         let pmtu = self.hosts[spec.src]
             .dev
             .qp(qpn[0])
@@ -303,13 +310,9 @@ impl Fabric {
             xfer: None,
             closed: false,
             pmtu,
-            tx_psn: flow_psn(idx, 0),
-            fill: FillPos {
-                msg: 0,
-                off: 0,
-                psn: flow_psn(idx, 0),
-            },
-            fill_queued: false,
+            slot_psn: vec![0; window as usize],
+            post_psn: flow_psn(idx, 0),
+            staged: None,
             fault: None,
         });
         Ok(idx)
@@ -378,6 +381,7 @@ impl Fabric {
             let _ = dev.dereg_mr(lkeys[s]);
         }
         self.hosts[dst].rx_flows.remove(&qpn[1]);
+        self.hosts[src].tx_flows.retain(|&x| x as usize != f);
         let ws = &mut self.hosts[src].window_sum;
         *ws = ws.saturating_sub(window as usize);
         self.flow_memory = self.flow_memory.saturating_sub(mem);
@@ -426,7 +430,8 @@ impl Fabric {
             let slot = msg % window;
             let off = slot * u64::from(size);
             let (lkey, qpn) = (flow.src_lkey, flow.qpn[0]);
-            let (laddr, raddr, rkey) = (flow.src_base + off, flow.dst_base + off, flow.dst_rkey);
+            // Every WRITE gathers from the start of the send buffer.
+            let (laddr, raddr, rkey) = (flow.src_base, flow.dst_base + off, flow.dst_rkey);
             let dev = &mut self.hosts[src].dev;
             let sge = [Sge {
                 addr: laddr,
@@ -444,109 +449,86 @@ impl Fabric {
             flow.posted += 1;
             flow.slot_len[slot as usize] = len;
             flow.slot_msg[slot as usize] = msg;
+            flow.slot_psn[slot as usize] = flow.post_psn;
+            flow.post_psn = (flow.post_psn + npkts(len, flow.pmtu)) & PSN_MASK;
             if let Some(x) = flow.xfer.as_mut() {
                 x.left -= u64::from(len);
             }
-            self.queue_fill(f);
         }
     }
 
-    /// Put flow `f` on its source host's list of flows whose next packet
-    /// is to be written before the device builds a frame.
-    fn queue_fill(&mut self, f: usize) {
-        let flow = &mut self.flows[f];
-        if !flow.fill_queued {
-            flow.fill_queued = true;
-            self.hosts[flow.spec.src].fill_pending.push(f as u32);
-        }
-    }
-
-    /// Write the data pattern into the sender's memory just before the
-    /// stack reads it: for every flow of host `h` on its list, every packet
-    /// posted up to and including the one the requester sends next for the
-    /// first time (PSN `tx_psn`). The device builds one frame per
-    /// `poll_transmit`, reading the payload of that one packet from the
-    /// region as it builds it (a retransmission reads bytes written
-    /// already: a slot is reused only after its WRITE completed), so the
-    /// bytes it reads are always the message's pattern, and they are still
-    /// in cache when it does: the region's lines are touched once, not once
-    /// when posted and again a window of traffic later.
-    fn prefill(&mut self, h: usize) {
-        while let Some(f) = self.hosts[h].fill_pending.pop() {
-            let f = f as usize;
+    /// Write the bytes of the packet each of host `h`'s flows sends next
+    /// into its send buffer, just before the device builds a frame.
+    ///
+    /// Every WRITE of a flow gathers from one send buffer of `msg_bytes`,
+    /// so a packet's payload sits at its offset in the message. The device
+    /// builds one frame per `poll_transmit` and reads the payload of that
+    /// packet as it builds it; the packet a QP sends next is the one with
+    /// its `sq_psn` (new data, or the first one a go-back-N retransmission
+    /// resends), and its message and offset follow from the PSNs the
+    /// flow's WRITEs were given in posting order (consecutive, one per
+    /// PMTU of payload; IBTA 1.7 §9.7.1). So whichever flow the device
+    /// serves, and whether it sends new data or retransmits, the bytes it
+    /// reads are that packet's pattern; the rest of the buffer may hold
+    /// other messages' bytes, which no packet about to be built reads. The
+    /// buffer's lines are touched only as a packet is built (a window of
+    /// regions per flow would be cold by then at datacenter scale).
+    fn stage(&mut self, h: usize) {
+        for i in 0..self.hosts[h].tx_flows.len() {
+            let f = self.hosts[h].tx_flows[i] as usize;
             let flow = &mut self.flows[f];
-            flow.fill_queued = false;
-            if flow.closed {
+            let lo = flow.completed + flow.errors;
+            if lo == flow.posted {
                 continue;
             }
-            let window = flow.slot_len.len() as u64;
-            let size = u64::from(flow.spec.msg_bytes);
-            let lkey = flow.src_lkey;
-            let Some(mr) = self.hosts[h].dev.mr_mut(lkey) else {
+            let host = &mut self.hosts[h];
+            let Some(sq) = host.dev.qp(flow.qpn[0]).map(|q| q.info().sq_psn) else {
                 continue;
             };
-            let mem = mr.as_mut_slice();
-            while flow.fill.msg < flow.posted && psn_le(flow.fill.psn, flow.tx_psn) {
-                let FillPos { msg, off, psn } = flow.fill;
-                let slot = msg % window;
-                let len = flow.slot_len[slot as usize];
-                let n = flow.pmtu.min(len - off);
-                let at = (slot * size) as usize + off as usize;
-                if let Some(buf) = mem.get_mut(at..at + n as usize) {
-                    fill_pattern_at(buf, f, msg, u64::from(off));
-                    if let Some((m, b)) = flow.fault {
-                        if m == msg && (off..off + n).contains(&b) {
-                            buf[(b - off) as usize] ^= 0x20;
-                            flow.fault = None;
-                        }
-                    }
+            let hint = match flow.staged {
+                Some((p, _)) if p == sq => continue,
+                Some((_, m)) => m,
+                None => lo,
+            };
+            // The message holding PSN `sq`: the one staged last or the next
+            // (sending on), else any outstanding one (a retransmission).
+            let window = flow.slot_psn.len() as u64;
+            let holds = |m: u64| {
+                let slot = (m % window) as usize;
+                let d = sq.wrapping_sub(flow.slot_psn[slot]) & PSN_MASK;
+                (d < npkts(flow.slot_len[slot], flow.pmtu)).then_some((m, d))
+            };
+            let found = [hint, hint + 1]
+                .into_iter()
+                .filter(|m| (lo..flow.posted).contains(m))
+                .find_map(holds)
+                .or_else(|| (lo..flow.posted).find_map(holds));
+            let Some((msg, d)) = found else {
+                continue;
+            };
+            let len = flow.slot_len[(msg % window) as usize];
+            let off = d * flow.pmtu;
+            let n = flow.pmtu.min(len - off);
+            flow.staged = Some((sq, msg));
+            let Some(mr) = host.dev.mr_mut(flow.src_lkey) else {
+                continue;
+            };
+            let Some(buf) = mr.as_mut_slice().get_mut(off as usize..(off + n) as usize) else {
+                continue;
+            };
+            fill_pattern_at(buf, f, msg, u64::from(off));
+            if let Some((m, b)) = flow.fault {
+                if m == msg && (off..off + n).contains(&b) {
+                    buf[(b - off) as usize] ^= 0x20;
+                    flow.fault = None;
                 }
-                flow.fill = if off + n >= len {
-                    FillPos {
-                        msg: msg + 1,
-                        off: 0,
-                        psn: (psn + 1) & PSN_MASK,
-                    }
-                } else {
-                    FillPos {
-                        msg,
-                        off: off + n,
-                        psn: (psn + 1) & PSN_MASK,
-                    }
-                };
             }
         }
-    }
-
-    /// A frame host `h`'s device built: if it is a request packet of one of
-    /// its flows sent for the first time, the flow's next packet is to be
-    /// written before the next frame is built.
-    fn note_tx(&mut self, h: usize, frame: &Frame) {
-        let Some(dst) = mac_host(&frame.info().dst, self.hosts.len()) else {
-            return;
-        };
-        let Ok(p) = RocePacket::parse_with(frame.bytes(), ParseMode::Strict) else {
-            return;
-        };
-        let bth = p.bth();
-        let info = bth.opcode.info();
-        if info.transport != Transport::Rc || !info.is_request {
-            return;
-        }
-        let Some(&f) = self.hosts[dst].rx_flows.get(&bth.dest_qp) else {
-            return;
-        };
-        let flow = &mut self.flows[f];
-        if flow.spec.src != h || !psn_le(flow.tx_psn, bth.psn) {
-            return;
-        }
-        flow.tx_psn = (bth.psn + 1) & PSN_MASK;
-        self.queue_fill(f);
     }
 
     /// Flip bit 5 of byte `offset` of message `msg` of flow `f` in the
-    /// sender's memory when the simulator writes it (just before the stack
-    /// reads it): a fault in the source data, which the stack then sends
+    /// send buffer when the engine writes it there (just before the stack
+    /// reads it, [`Fabric::stage`]): a fault in the source data, which the stack then sends
     /// faithfully (a valid ICRC) and the receiver's check must catch. For
     /// tests.
     pub fn corrupt_source_byte(&mut self, f: usize, msg: u64, offset: u32) {
@@ -715,14 +697,13 @@ impl Fabric {
                 });
             if !blocked {
                 loop {
-                    self.prefill(h);
+                    self.stage(h);
                     let mut buf = self.pool.take();
                     let Some(n) = self.hosts[h].dev.poll_transmit(now_i, &mut buf) else {
                         self.pool.put_buf(buf);
                         break;
                     };
                     let f = self.pool.frame(buf, n);
-                    self.note_tx(h, &f);
                     if !any_paused {
                         frame = Some(f);
                         break;

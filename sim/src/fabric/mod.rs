@@ -205,15 +205,18 @@ pub struct TransferDone {
     pub failed: bool,
 }
 
-/// Bytes one flow's memory and queues take in the simulator: a send and a
-/// receive region of `window` × `msg_bytes` each, two QPs with
+/// Bytes one flow's memory and queues take in the simulator: a send buffer
+/// of `msg_bytes` (every WRITE of the flow gathers from it; the engine
+/// writes each packet's bytes into it just before the stack reads them,
+/// see [`Fabric::stage`]), a receive region of `window` × `msg_bytes`, two
+/// QPs with
 /// `max(window, 16)` send and 16 receive WQE slots (counted at 512 bytes
 /// each, an upper bound of the stack's WQE with 16 SGEs), and 16 KiB for
 /// the QP and congestion-control state. What [`Fabric::add_flow`] and
 /// [`Fabric::add_connection`] allocate; callers bound their inputs by it.
 pub fn flow_memory_bytes(msg_bytes: u32, window: u32) -> u64 {
     let w = u64::from(window.max(1));
-    2 * u64::from(msg_bytes) * w + 2 * (w.max(16) + 16) * 512 + (16 << 10)
+    u64::from(msg_bytes) * (w + 1) + 2 * (w.max(16) + 16) * 512 + (16 << 10)
 }
 
 /// A transfer in progress on a connection.
@@ -283,26 +286,16 @@ pub struct Flow {
     /// Path MTU of the sending QP, bytes (a WRITE is cut into packets of
     /// this size).
     pmtu: u32,
-    /// Sender side: the PSN of the next packet the requester sends for the
-    /// first time (one past the highest sent).
-    tx_psn: u32,
-    /// Sender side: the first byte of the sender's region not yet written
-    /// with its pattern (see [`Fabric::prefill`]).
-    fill: FillPos,
-    /// Whether the flow is on its source host's list of flows to fill.
-    fill_queued: bool,
+    /// Per window slot, the first PSN of the message posted into it.
+    slot_psn: Vec<u32>,
+    /// The first PSN of the next message posted.
+    post_psn: u32,
+    /// Sender side: the PSN whose bytes were last written into the send
+    /// buffer ([`Fabric::stage`]), and the message it belongs to.
+    staged: Option<(u32, u64)>,
     /// A byte of the sender's memory to corrupt when it is written
     /// ([`Fabric::corrupt_source_byte`]): (message, offset in it).
     fault: Option<(u64, u32)>,
-}
-
-/// Where a flow's just-in-time pattern writing has got to: packet `psn`,
-/// which starts `off` bytes into message `msg`.
-#[derive(Debug, Clone, Copy)]
-struct FillPos {
-    msg: u64,
-    off: u32,
-    psn: u32,
 }
 
 /// Series recorded for the observed (bottleneck) port.
@@ -983,10 +976,10 @@ type RxFlows = HashMap<u32, usize>;
 /// PSNs are 24 bits (IBTA 1.7 §9.7.1).
 const PSN_MASK: u32 = 0x00FF_FFFF;
 
-/// Whether PSN `a` is at or before `b` in the 24-bit serial order (within
-/// half the space, IBTA 1.7 §9.7.1).
-fn psn_le(a: u32, b: u32) -> bool {
-    (b.wrapping_sub(a) & PSN_MASK) < 0x0080_0000
+/// Packets (PSNs) of an RDMA WRITE of `len` bytes at path MTU `pmtu`: one
+/// per PMTU of payload, one for a zero-length WRITE (IBTA 1.7 §9.7.1).
+fn npkts(len: u32, pmtu: u32) -> u32 {
+    len.div_ceil(pmtu.max(1)).max(1)
 }
 
 #[cfg(test)]
