@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
+use roce_stack::resources::wr::MAX_SGE;
 use roce_stack::transport::av::{udp_sport, AddressVector, Gid};
 use roce_stack::verbs::{
     AccessFlags, Device, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, SendWr, Sge, Wc,
@@ -14,8 +15,8 @@ use roce_stack::wire::{ParseMode, Position, RocePacket, Transport};
 use super::frame::Frame;
 use super::{
     check_pattern, check_pattern_at, device_config, fill_pattern_at, flow_memory_bytes, flow_psn,
-    host_ip, host_mac, npkts, ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec, Ps, RxFlows,
-    SimError, TransferDone, Xfer, PSN_MASK, PS_PER_NS,
+    host_ip, host_mac, npkts, send_sge_bytes, ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec,
+    Ps, RxFlows, SimError, TransferDone, Xfer, PSN_MASK, PS_PER_NS,
 };
 use crate::metrics::Bins;
 use crate::net;
@@ -167,10 +168,12 @@ impl Fabric {
                 depth: self.cfg.cq_depth,
             });
         }
-        // The send buffer holds one message (see `stage`), the receive
-        // region one per window slot.
+        // The send buffer holds the bytes one SGE of a WRITE covers (see
+        // `stage`), the receive region a message per window slot.
+        let pmtu = self.hosts[spec.src].dev.active_mtu().bytes() as u32;
+        let sge_bytes = send_sge_bytes(spec.msg_bytes, pmtu);
         let regions = [
-            u64::from(spec.msg_bytes),
+            u64::from(sge_bytes),
             u64::from(spec.msg_bytes) * u64::from(window),
         ];
         let base = 0x1000_0000_0000u64 + (idx as u64) * 0x1_0000_0000;
@@ -186,7 +189,7 @@ impl Fabric {
                 cap: QpCap {
                     max_send_wr: window.max(16),
                     max_recv_wr: 16,
-                    max_send_sge: 1,
+                    max_send_sge: MAX_SGE as u32,
                     max_recv_sge: 1,
                     max_inline_data: 0,
                 },
@@ -269,11 +272,11 @@ impl Fabric {
         }
         self.hosts[spec.dst].rx_flows.insert(qpn[1], idx);
         self.hosts[spec.src].tx_flows.push(idx as u32);
-        let pmtu = self.hosts[spec.src]
-            .dev
-            .qp(qpn[0])
-            .map_or(4096, |q| q.pmtu())
-            .max(8);
+        // The QP's path MTU is the device's active MTU (set above).
+        debug_assert_eq!(
+            self.hosts[spec.src].dev.qp(qpn[0]).map(|q| q.pmtu()),
+            Some(pmtu)
+        );
         self.hosts[spec.src].window_sum += window as usize;
         self.flow_memory += flow_memory_bytes(spec.msg_bytes, window);
         if record {
@@ -310,6 +313,7 @@ impl Fabric {
             xfer: None,
             closed: false,
             pmtu,
+            sge_bytes,
             slot_psn: vec![0; window as usize],
             post_psn: flow_psn(idx, 0),
             staged: None,
@@ -430,15 +434,26 @@ impl Fabric {
             let slot = msg % window;
             let off = slot * u64::from(size);
             let (lkey, qpn) = (flow.src_lkey, flow.qpn[0]);
-            // Every WRITE gathers from the start of the send buffer.
-            let (laddr, raddr, rkey) = (flow.src_base, flow.dst_base + off, flow.dst_rkey);
-            let dev = &mut self.hosts[src].dev;
-            let sge = [Sge {
-                addr: laddr,
-                length: len,
+            let (raddr, rkey) = (flow.dst_base + off, flow.dst_rkey);
+            // Every SGE covers the whole send buffer (the last one what is
+            // left of the message): byte `o` of the message is byte
+            // `o % sge_bytes` of the buffer.
+            let step = flow.sge_bytes.max(1);
+            let mut sges = [Sge {
+                addr: flow.src_base,
+                length: 0,
                 lkey,
-            }];
-            let mut wr = SendWr::new(((f as u64) << 40) | msg, WrOpcode::RdmaWrite, &sge);
+            }; MAX_SGE];
+            let n_sge = len.div_ceil(step).max(1) as usize;
+            for (i, sge) in sges[..n_sge].iter_mut().enumerate() {
+                sge.length = step.min(len - i as u32 * step);
+            }
+            let dev = &mut self.hosts[src].dev;
+            let mut wr = SendWr::new(
+                ((f as u64) << 40) | msg,
+                WrOpcode::RdmaWrite,
+                &sges[..n_sge],
+            );
             wr.remote_addr = raddr;
             wr.rkey = rkey;
             if dev.post_send(qpn, &wr).is_err() {
@@ -513,7 +528,8 @@ impl Fabric {
             let Some(mr) = host.dev.mr_mut(flow.src_lkey) else {
                 continue;
             };
-            let Some(buf) = mr.as_mut_slice().get_mut(off as usize..(off + n) as usize) else {
+            let at = (off % flow.sge_bytes.max(1)) as usize;
+            let Some(buf) = mr.as_mut_slice().get_mut(at..at + n as usize) else {
                 continue;
             };
             fill_pattern_at(buf, f, msg, u64::from(off));

@@ -30,6 +30,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
 use roce_stack::cc::CcConfig;
+use roce_stack::resources::wr::MAX_SGE;
 use roce_stack::testing::Rng;
 use roce_stack::time::Instant;
 use roce_stack::transport::av::Gid;
@@ -206,17 +207,20 @@ pub struct TransferDone {
 }
 
 /// Bytes one flow's memory and queues take in the simulator: a send buffer
-/// of `msg_bytes` (every WRITE of the flow gathers from it; the engine
-/// writes each packet's bytes into it just before the stack reads them,
-/// see [`Fabric::stage`]), a receive region of `window` × `msg_bytes`, two
-/// QPs with
+/// of at most `msg_bytes / 16` + 4 KiB ([`send_sge_bytes`]: every WRITE of
+/// the flow gathers from it through up to 16 SGEs; the engine writes each
+/// packet's bytes into it just before the stack reads them, see
+/// [`Fabric::stage`]), a receive region of `window` × `msg_bytes`, two QPs
+/// with
 /// `max(window, 16)` send and 16 receive WQE slots (counted at 512 bytes
 /// each, an upper bound of the stack's WQE with 16 SGEs), and 16 KiB for
 /// the QP and congestion-control state. What [`Fabric::add_flow`] and
 /// [`Fabric::add_connection`] allocate; callers bound their inputs by it.
 pub fn flow_memory_bytes(msg_bytes: u32, window: u32) -> u64 {
     let w = u64::from(window.max(1));
-    u64::from(msg_bytes) * (w + 1) + 2 * (w.max(16) + 16) * 512 + (16 << 10)
+    let m = u64::from(msg_bytes);
+    let send = m.min(m / MAX_SGE as u64 + 4096);
+    send + m * w + 2 * (w.max(16) + 16) * 512 + (16 << 10)
 }
 
 /// A transfer in progress on a connection.
@@ -286,6 +290,9 @@ pub struct Flow {
     /// Path MTU of the sending QP, bytes (a WRITE is cut into packets of
     /// this size).
     pmtu: u32,
+    /// Bytes each SGE of the flow's WRITEs covers, the size of its send
+    /// buffer ([`send_sge_bytes`]).
+    sge_bytes: u32,
     /// Per window slot, the first PSN of the message posted into it.
     slot_psn: Vec<u32>,
     /// The first PSN of the next message posted.
@@ -975,6 +982,19 @@ type RxFlows = HashMap<u32, usize>;
 
 /// PSNs are 24 bits (IBTA 1.7 §9.7.1).
 const PSN_MASK: u32 = 0x00FF_FFFF;
+
+/// Bytes of the send buffer of a flow of WRITEs of at most `msg_bytes` at
+/// path MTU `pmtu`, and of each SGE of its WRITEs: a whole number of
+/// packets, so that a message's packets spread over at most 16 SGEs
+/// (`MAX_SGE`) that all cover the buffer, and each packet's payload is one
+/// contiguous range of it (a 64 KiB WRITE at PMTU 4096: 16 SGEs of 4 KiB,
+/// every packet read from the same 4 KiB). Never more than `msg_bytes`
+/// (at most `msg_bytes / 16` + `pmtu`).
+pub fn send_sge_bytes(msg_bytes: u32, pmtu: u32) -> u32 {
+    let pmtu = pmtu.max(1);
+    let per_sge = npkts(msg_bytes, pmtu).div_ceil(MAX_SGE as u32);
+    msg_bytes.min(per_sge * pmtu)
+}
 
 /// Packets (PSNs) of an RDMA WRITE of `len` bytes at path MTU `pmtu`: one
 /// per PMTU of payload, one for a zero-length WRITE (IBTA 1.7 §9.7.1).
