@@ -571,18 +571,39 @@ pub fn check_pattern(buf: &[u8], flow: usize, msg: u64) -> bool {
 /// Whether `buf` holds the bytes of [`fill_pattern`]`(flow, msg)` from byte
 /// `offset` (a multiple of 8) on.
 pub fn check_pattern_at(buf: &[u8], flow: usize, msg: u64, offset: u64) -> bool {
+    /// Words compared per step, each into its own accumulator (the
+    /// compiler keeps them in vector registers).
+    const LANES: usize = 8;
     if offset % 8 != 0 {
         return false;
     }
     let seed = pattern_seed(flow, msg);
-    let mut w = seed.wrapping_add((offset / 8).wrapping_mul(PATTERN_STEP));
-    let mut ok = true;
-    let mut chunks = buf.chunks_exact(8);
-    for c in &mut chunks {
+    let first = seed.wrapping_add((offset / 8).wrapping_mul(PATTERN_STEP));
+    let mut want: [u64; LANES] =
+        std::array::from_fn(|i| first.wrapping_add((i as u64).wrapping_mul(PATTERN_STEP)));
+    let step = PATTERN_STEP.wrapping_mul(LANES as u64);
+    // OR of (word XOR expected) over the buffer: zero iff every word is
+    // right.
+    let mut diff = [0u64; LANES];
+    let mut blocks = buf.chunks_exact(8 * LANES);
+    for b in &mut blocks {
+        for ((d, w), x) in diff.iter_mut().zip(&want).zip(b.chunks_exact(8)) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(x);
+            *d |= u64::from_le_bytes(word) ^ w;
+        }
+        for w in want.iter_mut() {
+            *w = w.wrapping_add(step);
+        }
+    }
+    let mut ok = diff.iter().fold(0, |a, d| a | d) == 0;
+    let mut w = want[0];
+    let mut words = blocks.remainder().chunks_exact(8);
+    for c in &mut words {
         ok &= c == w.to_le_bytes();
         w = w.wrapping_add(PATTERN_STEP);
     }
-    let rest = chunks.remainder();
+    let rest = words.remainder();
     ok && rest == &w.to_le_bytes()[..rest.len()]
 }
 
@@ -1017,6 +1038,17 @@ mod tests {
             let mut c = b.clone();
             c[i] ^= 1;
             assert!(!check_pattern(&c, 3, 9), "byte {i}");
+        }
+        // Every byte of a long buffer counts, in the vector part and the
+        // tail.
+        let mut l = vec![0u8; 4096 + 77];
+        fill_pattern(&mut l, 5, 1);
+        assert!(check_pattern(&l, 5, 1));
+        assert!(check_pattern_at(&l[1024..], 5, 1, 1024));
+        for i in [0, 63, 64, 2000, 4095, 4096, 4160, 4172] {
+            let mut c = l.clone();
+            c[i] ^= 0x80;
+            assert!(!check_pattern(&c, 5, 1), "byte {i}");
         }
         // Shifted by one word: wrong; read at its offset: right.
         assert!(!check_pattern(&b[8..], 3, 9));
