@@ -214,15 +214,15 @@ fn pause_propagates_hop_by_hop_from_the_congested_leaf_to_the_senders() {
 
 #[test]
 fn a_wrong_byte_is_caught_where_it_is_placed() {
-    // Corrupt one byte of the sender's region after the WRITE is posted
-    // (before the stack reads it): the stack sends it faithfully, and the
-    // check of the receiver's memory as the packet lands flags the WRITE.
+    // Corrupt one byte of the sender's region as the simulator writes it
+    // (just before the stack reads it): the stack sends it faithfully, and
+    // the check of the receiver's memory as the packet lands flags the
+    // WRITE.
     let o = ClosOpts::new(Mode::None, clos(1, 2, 1, 100.0));
     let mut fab = o.build().unwrap();
     let f = conn(&mut fab, 0, 1);
+    fab.corrupt_source_byte(f, 0, 40_000);
     fab.start_transfer(f, 65_536, 0);
-    let [src_lkey, _] = fab.flow_lkeys(f);
-    fab.hosts[0].dev.mr_mut(src_lkey).unwrap().as_mut_slice()[40_000] ^= 0x20;
     let d = fab.run_until_done(PS_PER_US * 1000).unwrap();
     assert!(!d.failed, "the transport delivered it");
     assert_eq!(fab.flows[f].bad_msgs, 1);

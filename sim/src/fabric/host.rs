@@ -4,18 +4,19 @@
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
+use roce_stack::resources::wr::MAX_SGE;
 use roce_stack::transport::av::{udp_sport, AddressVector, Gid};
 use roce_stack::verbs::{
     AccessFlags, Device, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, SendWr, Sge, Wc,
     WcStatus, WrOpcode,
 };
-use roce_stack::wire::{Position, RocePacket, Transport};
+use roce_stack::wire::{ParseMode, Position, RocePacket, Transport};
 
 use super::frame::Frame;
 use super::{
-    check_pattern, check_pattern_at, device_config, fill_pattern, flow_memory_bytes, flow_psn,
-    host_ip, host_mac, ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec, Ps, RxFlows, SimError,
-    TransferDone, Xfer, PS_PER_NS,
+    check_pattern, check_pattern_at, device_config, fill_pattern_at, flow_memory_bytes, flow_psn,
+    host_ip, host_mac, npkts, send_sge_bytes, ConnSpec, Ev, Fabric, FabricConfig, Flow, FlowSpec,
+    Ps, RxFlows, SimError, TransferDone, Xfer, PSN_MASK, PS_PER_NS,
 };
 use crate::metrics::Bins;
 use crate::net;
@@ -63,6 +64,9 @@ pub struct Host {
     rx_flows: RxFlows,
     /// Sum of the windows of the flows this host sends on.
     window_sum: usize,
+    /// The flows this host sends on (not closed), whose next packets are
+    /// staged before the device builds a frame ([`Fabric::stage`]).
+    tx_flows: Vec<u32>,
 }
 
 impl Host {
@@ -93,8 +97,9 @@ impl Host {
                 prop_ps: link.delay_ns * PS_PER_NS,
             },
             timer_at: None,
-            rx_flows: RxFlows::new(),
+            rx_flows: RxFlows::default(),
             window_sum: 0,
+            tx_flows: Vec::new(),
         }
     }
 
@@ -163,7 +168,14 @@ impl Fabric {
                 depth: self.cfg.cq_depth,
             });
         }
-        let region = u64::from(spec.msg_bytes) * u64::from(window);
+        // The send buffer holds the bytes one SGE of a WRITE covers (see
+        // `stage`), the receive region a message per window slot.
+        let pmtu = self.hosts[spec.src].dev.active_mtu().bytes() as u32;
+        let sge_bytes = send_sge_bytes(spec.msg_bytes, pmtu);
+        let regions = [
+            u64::from(sge_bytes),
+            u64::from(spec.msg_bytes) * u64::from(window),
+        ];
         let base = 0x1000_0000_0000u64 + (idx as u64) * 0x1_0000_0000;
         let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
         let mut qpn = [0u32; 2];
@@ -177,18 +189,19 @@ impl Fabric {
                 cap: QpCap {
                     max_send_wr: window.max(16),
                     max_recv_wr: 16,
-                    max_send_sge: 1,
+                    max_send_sge: MAX_SGE as u32,
                     max_recv_sge: 1,
                     max_inline_data: 0,
                 },
                 sq_sig_all: false,
             };
             qpn[s] = super::verbs(host.dev.create_qp(host.pd, &init))?;
-            let k =
-                super::verbs(
-                    host.dev
-                        .reg_mr(host.pd, vec![0u8; region as usize], base, access),
-                )?;
+            let k = super::verbs(host.dev.reg_mr(
+                host.pd,
+                vec![0u8; regions[s] as usize],
+                base,
+                access,
+            ))?;
             keys[s] = (k.lkey, k.rkey);
         }
         let sides = [spec.src, spec.dst];
@@ -258,6 +271,12 @@ impl Fabric {
             ))?;
         }
         self.hosts[spec.dst].rx_flows.insert(qpn[1], idx);
+        self.hosts[spec.src].tx_flows.push(idx as u32);
+        // The QP's path MTU is the device's active MTU (set above).
+        debug_assert_eq!(
+            self.hosts[spec.src].dev.qp(qpn[0]).map(|q| q.pmtu()),
+            Some(pmtu)
+        );
         self.hosts[spec.src].window_sum += window as usize;
         self.flow_memory += flow_memory_bytes(spec.msg_bytes, window);
         if record {
@@ -293,6 +312,12 @@ impl Fabric {
             rx_cur: None,
             xfer: None,
             closed: false,
+            pmtu,
+            sge_bytes,
+            slot_psn: vec![0; window as usize],
+            post_psn: flow_psn(idx, 0),
+            staged: None,
+            fault: None,
         });
         Ok(idx)
     }
@@ -360,6 +385,7 @@ impl Fabric {
             let _ = dev.dereg_mr(lkeys[s]);
         }
         self.hosts[dst].rx_flows.remove(&qpn[1]);
+        self.hosts[src].tx_flows.retain(|&x| x as usize != f);
         let ws = &mut self.hosts[src].window_sum;
         *ws = ws.saturating_sub(window as usize);
         self.flow_memory = self.flow_memory.saturating_sub(mem);
@@ -408,18 +434,26 @@ impl Fabric {
             let slot = msg % window;
             let off = slot * u64::from(size);
             let (lkey, qpn) = (flow.src_lkey, flow.qpn[0]);
-            let (laddr, raddr, rkey) = (flow.src_base + off, flow.dst_base + off, flow.dst_rkey);
-            let dev = &mut self.hosts[src].dev;
-            if let Some(mr) = dev.mr_mut(lkey) {
-                let o = off as usize;
-                fill_pattern(&mut mr.as_mut_slice()[o..o + len as usize], f, msg);
-            }
-            let sge = [Sge {
-                addr: laddr,
-                length: len,
+            let (raddr, rkey) = (flow.dst_base + off, flow.dst_rkey);
+            // Every SGE covers the whole send buffer (the last one what is
+            // left of the message): byte `o` of the message is byte
+            // `o % sge_bytes` of the buffer.
+            let step = flow.sge_bytes.max(1);
+            let mut sges = [Sge {
+                addr: flow.src_base,
+                length: 0,
                 lkey,
-            }];
-            let mut wr = SendWr::new(((f as u64) << 40) | msg, WrOpcode::RdmaWrite, &sge);
+            }; MAX_SGE];
+            let n_sge = len.div_ceil(step).max(1) as usize;
+            for (i, sge) in sges[..n_sge].iter_mut().enumerate() {
+                sge.length = step.min(len - i as u32 * step);
+            }
+            let dev = &mut self.hosts[src].dev;
+            let mut wr = SendWr::new(
+                ((f as u64) << 40) | msg,
+                WrOpcode::RdmaWrite,
+                &sges[..n_sge],
+            );
             wr.remote_addr = raddr;
             wr.rkey = rkey;
             if dev.post_send(qpn, &wr).is_err() {
@@ -430,10 +464,91 @@ impl Fabric {
             flow.posted += 1;
             flow.slot_len[slot as usize] = len;
             flow.slot_msg[slot as usize] = msg;
+            flow.slot_psn[slot as usize] = flow.post_psn;
+            flow.post_psn = (flow.post_psn + npkts(len, flow.pmtu)) & PSN_MASK;
             if let Some(x) = flow.xfer.as_mut() {
                 x.left -= u64::from(len);
             }
         }
+    }
+
+    /// Write the bytes of the packet each of host `h`'s flows sends next
+    /// into its send buffer, just before the device builds a frame.
+    ///
+    /// Every WRITE of a flow gathers from one send buffer of `msg_bytes`,
+    /// so a packet's payload sits at its offset in the message. The device
+    /// builds one frame per `poll_transmit` and reads the payload of that
+    /// packet as it builds it; the packet a QP sends next is the one with
+    /// its `sq_psn` (new data, or the first one a go-back-N retransmission
+    /// resends), and its message and offset follow from the PSNs the
+    /// flow's WRITEs were given in posting order (consecutive, one per
+    /// PMTU of payload; IBTA 1.7 §9.7.1). So whichever flow the device
+    /// serves, and whether it sends new data or retransmits, the bytes it
+    /// reads are that packet's pattern; the rest of the buffer may hold
+    /// other messages' bytes, which no packet about to be built reads. The
+    /// buffer's lines are touched only as a packet is built (a window of
+    /// regions per flow would be cold by then at datacenter scale).
+    fn stage(&mut self, h: usize) {
+        for i in 0..self.hosts[h].tx_flows.len() {
+            let f = self.hosts[h].tx_flows[i] as usize;
+            let flow = &mut self.flows[f];
+            let lo = flow.completed + flow.errors;
+            if lo == flow.posted {
+                continue;
+            }
+            let host = &mut self.hosts[h];
+            let Some(sq) = host.dev.qp(flow.qpn[0]).map(|q| q.info().sq_psn) else {
+                continue;
+            };
+            let hint = match flow.staged {
+                Some((p, _)) if p == sq => continue,
+                Some((_, m)) => m,
+                None => lo,
+            };
+            // The message holding PSN `sq`: the one staged last or the next
+            // (sending on), else any outstanding one (a retransmission).
+            let window = flow.slot_psn.len() as u64;
+            let holds = |m: u64| {
+                let slot = (m % window) as usize;
+                let d = sq.wrapping_sub(flow.slot_psn[slot]) & PSN_MASK;
+                (d < npkts(flow.slot_len[slot], flow.pmtu)).then_some((m, d))
+            };
+            let found = [hint, hint + 1]
+                .into_iter()
+                .filter(|m| (lo..flow.posted).contains(m))
+                .find_map(holds)
+                .or_else(|| (lo..flow.posted).find_map(holds));
+            let Some((msg, d)) = found else {
+                continue;
+            };
+            let len = flow.slot_len[(msg % window) as usize];
+            let off = d * flow.pmtu;
+            let n = flow.pmtu.min(len - off);
+            flow.staged = Some((sq, msg));
+            let Some(mr) = host.dev.mr_mut(flow.src_lkey) else {
+                continue;
+            };
+            let at = (off % flow.sge_bytes.max(1)) as usize;
+            let Some(buf) = mr.as_mut_slice().get_mut(at..at + n as usize) else {
+                continue;
+            };
+            fill_pattern_at(buf, f, msg, u64::from(off));
+            if let Some((m, b)) = flow.fault {
+                if m == msg && (off..off + n).contains(&b) {
+                    buf[(b - off) as usize] ^= 0x20;
+                    flow.fault = None;
+                }
+            }
+        }
+    }
+
+    /// Flip bit 5 of byte `offset` of message `msg` of flow `f` in the
+    /// send buffer when the engine writes it there (just before the stack
+    /// reads it, [`Fabric::stage`]): a fault in the source data, which the stack then sends
+    /// faithfully (a valid ICRC) and the receiver's check must catch. For
+    /// tests.
+    pub fn corrupt_source_byte(&mut self, f: usize, msg: u64, offset: u32) {
+        self.flows[f].fault = Some((msg, offset));
     }
 
     /// Take completions of host `h` and refill windows.
@@ -489,9 +604,11 @@ impl Fabric {
     }
 
     /// The flow, PSN, position, payload length and RETH VA of a data frame
-    /// for one of host `h`'s receiving QPs.
+    /// for one of host `h`'s receiving QPs. The ICRC is not checked here:
+    /// the device checks it, and [`Fabric::host_rx`] accounts the frame
+    /// only if the device's parse accepted it.
     fn rx_info(&self, h: usize, frame: &[u8]) -> Option<RxInfo> {
-        let p = RocePacket::parse(frame).ok()?;
+        let p = RocePacket::parse_with(frame, ParseMode::Strict).ok()?;
         let bth = p.bth();
         let info = bth.opcode.info();
         if info.transport != Transport::Rc || !info.is_request {
@@ -596,8 +713,9 @@ impl Fabric {
                 });
             if !blocked {
                 loop {
+                    self.stage(h);
                     let mut buf = self.pool.take();
-                    let Some(n) = host.dev.poll_transmit(now_i, &mut buf) else {
+                    let Some(n) = self.hosts[h].dev.poll_transmit(now_i, &mut buf) else {
                         self.pool.put_buf(buf);
                         break;
                     };
@@ -606,7 +724,8 @@ impl Fabric {
                         frame = Some(f);
                         break;
                     }
-                    let p = net::priority(f.bytes());
+                    let p = f.info().prio;
+                    let host = &mut self.hosts[h];
                     if !host.nic.pause.is_paused(p, now) {
                         frame = Some(f);
                         break;
@@ -674,7 +793,7 @@ impl Fabric {
     }
 
     pub(super) fn host_rx(&mut self, h: usize, frame: Frame) {
-        if net::is_mac_control(frame.bytes()) {
+        if frame.info().mac_control {
             let now = self.now;
             let host = &mut self.hosts[h];
             let (wake, _) =
@@ -691,8 +810,13 @@ impl Fabric {
         }
         let info = self.rx_info(h, frame.bytes());
         let now_i = self.now_instant();
-        self.hosts[h].dev.handle_frame(now_i, frame.bytes());
-        if let Some(x) = info {
+        let dev = &mut self.hosts[h].dev;
+        let drops = dev.counters().rx_parse_drops;
+        dev.handle_frame(now_i, frame.bytes());
+        // The device's parse is `parse_with(Strict)` plus the ICRC check: a
+        // frame it dropped there (a bad ICRC) placed nothing.
+        let parsed = dev.counters().rx_parse_drops == drops;
+        if let Some(x) = info.filter(|_| parsed) {
             self.rx_account(h, &x);
         }
         self.pool.put(frame);

@@ -30,6 +30,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
 use roce_stack::cc::CcConfig;
+use roce_stack::resources::wr::MAX_SGE;
 use roce_stack::testing::Rng;
 use roce_stack::time::Instant;
 use roce_stack::transport::av::Gid;
@@ -205,15 +206,21 @@ pub struct TransferDone {
     pub failed: bool,
 }
 
-/// Bytes one flow's memory and queues take in the simulator: a send and a
-/// receive region of `window` × `msg_bytes` each, two QPs with
+/// Bytes one flow's memory and queues take in the simulator: a send buffer
+/// of at most `msg_bytes / 16` + 4 KiB ([`send_sge_bytes`]: every WRITE of
+/// the flow gathers from it through up to 16 SGEs; the engine writes each
+/// packet's bytes into it just before the stack reads them, see
+/// [`Fabric::stage`]), a receive region of `window` × `msg_bytes`, two QPs
+/// with
 /// `max(window, 16)` send and 16 receive WQE slots (counted at 512 bytes
 /// each, an upper bound of the stack's WQE with 16 SGEs), and 16 KiB for
 /// the QP and congestion-control state. What [`Fabric::add_flow`] and
 /// [`Fabric::add_connection`] allocate; callers bound their inputs by it.
 pub fn flow_memory_bytes(msg_bytes: u32, window: u32) -> u64 {
     let w = u64::from(window.max(1));
-    2 * u64::from(msg_bytes) * w + 2 * (w.max(16) + 16) * 512 + (16 << 10)
+    let m = u64::from(msg_bytes);
+    let send = m.min(m / MAX_SGE as u64 + 4096);
+    send + m * w + 2 * (w.max(16) + 16) * 512 + (16 << 10)
 }
 
 /// A transfer in progress on a connection.
@@ -280,6 +287,22 @@ pub struct Flow {
     xfer: Option<Xfer>,
     /// QPs destroyed and memory released ([`Fabric::close_flow`]).
     pub closed: bool,
+    /// Path MTU of the sending QP, bytes (a WRITE is cut into packets of
+    /// this size).
+    pmtu: u32,
+    /// Bytes each SGE of the flow's WRITEs covers, the size of its send
+    /// buffer ([`send_sge_bytes`]).
+    sge_bytes: u32,
+    /// Per window slot, the first PSN of the message posted into it.
+    slot_psn: Vec<u32>,
+    /// The first PSN of the next message posted.
+    post_psn: u32,
+    /// Sender side: the PSN whose bytes were last written into the send
+    /// buffer ([`Fabric::stage`]), and the message it belongs to.
+    staged: Option<(u32, u64)>,
+    /// A byte of the sender's memory to corrupt when it is written
+    /// ([`Fabric::corrupt_source_byte`]): (message, offset in it).
+    fault: Option<(u64, u32)>,
 }
 
 /// Series recorded for the observed (bottleneck) port.
@@ -521,8 +544,15 @@ fn pattern_seed(flow: usize, msg: u64) -> u64 {
 /// stale byte shows; cheap enough to write and check every byte of a
 /// datacenter-scale run.
 pub fn fill_pattern(buf: &mut [u8], flow: usize, msg: u64) {
+    fill_pattern_at(buf, flow, msg, 0);
+}
+
+/// Write the bytes of [`fill_pattern`]`(flow, msg)` from byte `offset` (a
+/// multiple of 8) on into `buf`.
+pub fn fill_pattern_at(buf: &mut [u8], flow: usize, msg: u64, offset: u64) {
+    debug_assert_eq!(offset % 8, 0);
     let seed = pattern_seed(flow, msg);
-    let mut w = seed;
+    let mut w = seed.wrapping_add((offset / 8).wrapping_mul(PATTERN_STEP));
     let mut chunks = buf.chunks_exact_mut(8);
     for c in &mut chunks {
         c.copy_from_slice(&w.to_le_bytes());
@@ -541,18 +571,39 @@ pub fn check_pattern(buf: &[u8], flow: usize, msg: u64) -> bool {
 /// Whether `buf` holds the bytes of [`fill_pattern`]`(flow, msg)` from byte
 /// `offset` (a multiple of 8) on.
 pub fn check_pattern_at(buf: &[u8], flow: usize, msg: u64, offset: u64) -> bool {
+    /// Words compared per step, each into its own accumulator (the
+    /// compiler keeps them in vector registers).
+    const LANES: usize = 8;
     if offset % 8 != 0 {
         return false;
     }
     let seed = pattern_seed(flow, msg);
-    let mut w = seed.wrapping_add((offset / 8).wrapping_mul(PATTERN_STEP));
-    let mut ok = true;
-    let mut chunks = buf.chunks_exact(8);
-    for c in &mut chunks {
+    let first = seed.wrapping_add((offset / 8).wrapping_mul(PATTERN_STEP));
+    let mut want: [u64; LANES] =
+        std::array::from_fn(|i| first.wrapping_add((i as u64).wrapping_mul(PATTERN_STEP)));
+    let step = PATTERN_STEP.wrapping_mul(LANES as u64);
+    // OR of (word XOR expected) over the buffer: zero iff every word is
+    // right.
+    let mut diff = [0u64; LANES];
+    let mut blocks = buf.chunks_exact(8 * LANES);
+    for b in &mut blocks {
+        for ((d, w), x) in diff.iter_mut().zip(&want).zip(b.chunks_exact(8)) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(x);
+            *d |= u64::from_le_bytes(word) ^ w;
+        }
+        for w in want.iter_mut() {
+            *w = w.wrapping_add(step);
+        }
+    }
+    let mut ok = diff.iter().fold(0, |a, d| a | d) == 0;
+    let mut w = want[0];
+    let mut words = blocks.remainder().chunks_exact(8);
+    for c in &mut words {
         ok &= c == w.to_le_bytes();
         w = w.wrapping_add(PATTERN_STEP);
     }
-    let rest = chunks.remainder();
+    let rest = words.remainder();
     ok && rest == &w.to_le_bytes()[..rest.len()]
 }
 
@@ -950,6 +1001,28 @@ fn flow_psn(f: usize, s: usize) -> u32 {
 /// Host → flows map type (receiving QPN → flow index).
 type RxFlows = HashMap<u32, usize>;
 
+/// PSNs are 24 bits (IBTA 1.7 §9.7.1).
+const PSN_MASK: u32 = 0x00FF_FFFF;
+
+/// Bytes of the send buffer of a flow of WRITEs of at most `msg_bytes` at
+/// path MTU `pmtu`, and of each SGE of its WRITEs: a whole number of
+/// packets, so that a message's packets spread over at most 16 SGEs
+/// (`MAX_SGE`) that all cover the buffer, and each packet's payload is one
+/// contiguous range of it (a 64 KiB WRITE at PMTU 4096: 16 SGEs of 4 KiB,
+/// every packet read from the same 4 KiB). Never more than `msg_bytes`
+/// (at most `msg_bytes / 16` + `pmtu`).
+pub fn send_sge_bytes(msg_bytes: u32, pmtu: u32) -> u32 {
+    let pmtu = pmtu.max(1);
+    let per_sge = npkts(msg_bytes, pmtu).div_ceil(MAX_SGE as u32);
+    msg_bytes.min(per_sge * pmtu)
+}
+
+/// Packets (PSNs) of an RDMA WRITE of `len` bytes at path MTU `pmtu`: one
+/// per PMTU of payload, one for a zero-length WRITE (IBTA 1.7 §9.7.1).
+fn npkts(len: u32, pmtu: u32) -> u32 {
+    len.div_ceil(pmtu.max(1)).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -965,6 +1038,17 @@ mod tests {
             let mut c = b.clone();
             c[i] ^= 1;
             assert!(!check_pattern(&c, 3, 9), "byte {i}");
+        }
+        // Every byte of a long buffer counts, in the vector part and the
+        // tail.
+        let mut l = vec![0u8; 4096 + 77];
+        fill_pattern(&mut l, 5, 1);
+        assert!(check_pattern(&l, 5, 1));
+        assert!(check_pattern_at(&l[1024..], 5, 1, 1024));
+        for i in [0, 63, 64, 2000, 4095, 4096, 4160, 4172] {
+            let mut c = l.clone();
+            c[i] ^= 0x80;
+            assert!(!check_pattern(&c, 5, 1), "byte {i}");
         }
         // Shifted by one word: wrong; read at its offset: right.
         assert!(!check_pattern(&b[8..], 3, 9));
