@@ -9,27 +9,24 @@
 mod icrc_ref;
 #[path = "support/perf_output.rs"]
 mod perf_output;
+#[path = "support/ports.rs"]
+mod ports;
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::{TcpListener, UdpSocket};
+use std::net::UdpSocket;
 use std::process::{Child, Command, Stdio};
 
 use perf_output::{dropped, finish_pair, text};
+use ports::free_port;
 
 fn roce() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce"))
 }
 
-/// A TCP port and two UDP ports that were free a moment ago.
+/// A TCP port and two UDP ports below the ephemeral range, free a moment
+/// ago ([`ports`]).
 fn free_ports() -> (u16, u16, u16) {
-    let t = TcpListener::bind("127.0.0.1:0").expect("tcp");
-    let a = UdpSocket::bind("127.0.0.1:0").expect("udp");
-    let b = UdpSocket::bind("127.0.0.1:0").expect("udp");
-    (
-        t.local_addr().unwrap().port(),
-        a.local_addr().unwrap().port(),
-        b.local_addr().unwrap().port(),
-    )
+    (free_port(), free_port(), free_port())
 }
 
 fn spawn(args: &[String]) -> Child {

@@ -15,10 +15,11 @@
 
 #[path = "support/perf_output.rs"]
 mod perf_output;
+#[path = "support/ports.rs"]
+mod ports;
 #[path = "support/root.rs"]
 mod root;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -95,11 +96,7 @@ fn run_pair_on(
     lcores: [u32; 2],
 ) -> (String, String, String, String) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let tcp = TcpListener::bind("127.0.0.1:0")
-        .expect("tcp")
-        .local_addr()
-        .unwrap()
-        .port();
+    let tcp = ports::free_port();
     let socket = std::env::temp_dir().join(format!("{}.sock", unique("roce-pp-memif")));
     let guard = Cleanup {
         socket: socket.clone(),

@@ -8,12 +8,14 @@
 
 pub mod capture;
 
+#[path = "../../../tests/support/ports.rs"]
+mod ports;
+
 // The reference files of ../shared, one module for every test tree.
 #[path = "../../../stack/tests/common/shared.rs"]
 mod shared;
 
 use std::io::Read;
-use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,23 +51,15 @@ pub fn program(name: &str) -> PathBuf {
     p
 }
 
-/// A TCP port free now on 127.0.0.1.
+/// A TCP port free now on 127.0.0.1, below the ephemeral range.
 pub fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free TCP port")
+    ports::free_port()
 }
 
-/// A UDP port free now on both 127.0.0.1 and 127.0.0.2.
+/// A UDP port free now on both 127.0.0.1 and 127.0.0.2, below the
+/// ephemeral range.
 pub fn free_udp_port() -> u16 {
-    loop {
-        let a = UdpSocket::bind("127.0.0.1:0").expect("udp bind");
-        let port = a.local_addr().expect("addr").port();
-        if UdpSocket::bind(("127.0.0.2", port)).is_ok() {
-            return port;
-        }
-    }
+    ports::free_port()
 }
 
 /// Whether a TCP socket listens on `port` (from /proc/net/tcp and tcp6:
@@ -215,7 +209,29 @@ pub fn run_pair(
 }
 
 /// [`run_pair`] with the server and client at `ips` (loopback addresses).
+/// A run whose server or client found its port taken (another test drew
+/// the same number, [`ports`]) is run again with fresh ports, up to three
+/// times.
 pub fn run_pair_at(
+    prog: &str,
+    args: &[&str],
+    timeout: Duration,
+    extra_env: &[(&str, &str)],
+    ips: [&str; 2],
+) -> PairRun {
+    let mut tries = 0;
+    loop {
+        let run = run_pair_once(prog, args, timeout, extra_env, ips);
+        tries += 1;
+        let raced = !(run.server.ok() && run.client.ok())
+            && (ports::lost_port_race(&run.server.out) || ports::lost_port_race(&run.client.out));
+        if !raced || tries == 3 {
+            return run;
+        }
+    }
+}
+
+fn run_pair_once(
     prog: &str,
     args: &[&str],
     timeout: Duration,
