@@ -5,8 +5,9 @@
 //!
 //! Time is virtual, in picoseconds (so serialisation times at 100 Gbit/s add
 //! up without rounding drift); the devices see it rounded down to the
-//! nanosecond. Events sit in a binary heap ordered by (time, insertion
-//! sequence), so a run is a pure function of the configuration and the seed.
+//! nanosecond. Events come out in the order of (time, insertion sequence)
+//! (a timing wheel, [`queue`]), so a run is a pure function of the
+//! configuration and the seed.
 //!
 //! Links are full duplex and store-and-forward: a frame leaves its sender
 //! when the sender's transmitter is free, occupies the link for its
@@ -23,10 +24,10 @@
 
 mod frame;
 mod host;
+mod queue;
 mod switch;
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
 use roce_stack::cc::CcConfig;
@@ -44,6 +45,7 @@ use crate::topo::{LinkSpec, Peer, Tier, Topology, TopologyError, Wiring};
 use frame::FramePool;
 pub use frame::{Frame, SMALL_FRAME};
 pub use host::Host;
+use queue::{Entry, EventQueue};
 use switch::Port;
 pub use switch::{PortStats, Switch, PFC_LOG_MAX};
 
@@ -361,29 +363,7 @@ enum Ev {
     Sample,
 }
 
-struct Scheduled {
-    t: Ps,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, o: &Self) -> bool {
-        (self.t, self.seq) == (o.t, o.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Min-heap on (t, seq).
-        (o.t, o.seq).cmp(&(self.t, self.seq))
-    }
-}
+type Scheduled = Entry<Ev>;
 
 /// Hosts, switches, flows and the event queue.
 pub struct Fabric {
@@ -408,7 +388,7 @@ pub struct Fabric {
     done: VecDeque<TransferDone>,
     now: Ps,
     seq: u64,
-    events: BinaryHeap<Scheduled>,
+    events: EventQueue<Ev>,
     pool: FramePool,
     sampling: bool,
     series_flows: usize,
@@ -739,7 +719,7 @@ impl Fabric {
             done: VecDeque::new(),
             now: 0,
             seq: 0,
-            events: BinaryHeap::new(),
+            events: EventQueue::new(),
             pool,
             sampling: false,
             series_flows: 0,
@@ -871,8 +851,8 @@ impl Fabric {
     /// Process events up to and including time `until_ps` (the clock ends
     /// there).
     pub fn run_until(&mut self, until_ps: Ps) {
-        while let Some(top) = self.events.peek() {
-            if top.t > until_ps {
+        while let Some(t) = self.events.peek_t() {
+            if t > until_ps {
                 break;
             }
             let Some(s) = self.events.pop() else {
@@ -891,8 +871,8 @@ impl Fabric {
             if let Some(d) = self.done.pop_front() {
                 return Some(d);
             }
-            let top = self.events.peek()?;
-            if top.t > limit_ps {
+            let t = self.events.peek_t()?;
+            if t > limit_ps {
                 return None;
             }
             let s = self.events.pop()?;
@@ -902,7 +882,7 @@ impl Fabric {
 
     /// Time of the next event, ps.
     pub fn next_event_ps(&self) -> Option<Ps> {
-        self.events.peek().map(|s| s.t)
+        self.events.min_t()
     }
 
     /// Stop posting on every flow.
