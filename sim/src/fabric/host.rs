@@ -65,7 +65,7 @@ pub struct Host {
     /// Sum of the windows of the flows this host sends on.
     window_sum: usize,
     /// The flows this host sends on (not closed), whose next packets are
-    /// staged before the device builds a frame ([`Fabric::stage`]).
+    /// staged before the device builds a frame (`Fabric::stage`).
     tx_flows: Vec<u32>,
 }
 
@@ -544,7 +544,7 @@ impl Fabric {
 
     /// Flip bit 5 of byte `offset` of message `msg` of flow `f` in the
     /// send buffer when the engine writes it there (just before the stack
-    /// reads it, [`Fabric::stage`]): a fault in the source data, which the stack then sends
+    /// reads it, `Fabric::stage`): a fault in the source data, which the stack then sends
     /// faithfully (a valid ICRC) and the receiver's check must catch. For
     /// tests.
     pub fn corrupt_source_byte(&mut self, f: usize, msg: u64, offset: u32) {

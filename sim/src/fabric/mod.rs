@@ -6,7 +6,7 @@
 //! Time is virtual, in picoseconds (so serialisation times at 100 Gbit/s add
 //! up without rounding drift); the devices see it rounded down to the
 //! nanosecond. Events come out in the order of (time, insertion sequence)
-//! (a timing wheel, [`queue`]), so a run is a pure function of the
+//! (a timing wheel, `queue.rs`), so a run is a pure function of the
 //! configuration and the seed.
 //!
 //! Links are full duplex and store-and-forward: a frame leaves its sender
@@ -212,7 +212,7 @@ pub struct TransferDone {
 /// of at most `msg_bytes / 16` + 4 KiB ([`send_sge_bytes`]: every WRITE of
 /// the flow gathers from it through up to 16 SGEs; the engine writes each
 /// packet's bytes into it just before the stack reads them, see
-/// [`Fabric::stage`]), a receive region of `window` × `msg_bytes`, two QPs
+/// `Fabric::stage`), a receive region of `window` × `msg_bytes`, two QPs
 /// with
 /// `max(window, 16)` send and 16 receive WQE slots (counted at 512 bytes
 /// each, an upper bound of the stack's WQE with 16 SGEs), and 16 KiB for
@@ -300,7 +300,7 @@ pub struct Flow {
     /// The first PSN of the next message posted.
     post_psn: u32,
     /// Sender side: the PSN whose bytes were last written into the send
-    /// buffer ([`Fabric::stage`]), and the message it belongs to.
+    /// buffer (`Fabric::stage`), and the message it belongs to.
     staged: Option<(u32, u64)>,
     /// A byte of the sender's memory to corrupt when it is written
     /// ([`Fabric::corrupt_source_byte`]): (message, offset in it).

@@ -92,7 +92,7 @@ impl<T> EventQueue<T> {
         if b <= self.bucket {
             // Nearly always at the end: its sequence number is the largest.
             let k = e.key();
-            if self.cur.back().is_none_or(|x| x.key() < k) {
+            if self.cur.back().map_or(true, |x| x.key() < k) {
                 self.cur.push_back(e);
             } else {
                 let i = self.cur.partition_point(|x| x.key() < k);
