@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
-cargo build --release -q -p roce-ibverbs --bin roce -p roce
+cargo build --release -q -p roce-ibverbs -p roce
 LIB=$PWD/target/release/libroce_ibverbs.so
 ROCE=$PWD/target/release/roce
 port=$((20000 + RANDOM % 10000))

@@ -60,6 +60,7 @@ impl Backend {
                 let bind = SocketAddr::new(ip, cfg.udp_port);
                 let mut u = UdpConfig::new(bind);
                 u.peer_port = cfg.udp_port;
+                u.gso = cfg.udp_gso;
                 let io = UdpIo::bind(u).map_err(|e| {
                     format!(
                         "udp backend: bind {bind}: {e} (another process on this address? \

@@ -6,6 +6,7 @@
 //! | `ROCE_BACKEND` | `udp`, `tap` or `dpdk` | `udp` |
 //! | `ROCE_LOCAL_IP` | the device's address: GID 0, and the UDP socket's | `127.0.0.1` |
 //! | `ROCE_UDP_PORT` | UDP port of the socket, and of peers (`udp`) | `4791` |
+//! | `ROCE_UDP_GSO` | `1`: send bursts of one QP as one UDP GSO send (`udp`; segment i carries IPv4 identification i, which its ICRC covers); `0`: one datagram per frame, identification 0 | `1` |
 //! | `ROCE_DEV_NAME` | the device name programs see | `roce0` |
 //! | `ROCE_MTU` | the port's active and max MTU: 256 ... 4096 | `4096` (`udp`), `1024` otherwise |
 //! | `ROCE_IFNAME` | the TAP interface (`tap`) | `roce0` |
@@ -36,6 +37,8 @@ pub struct Config {
     pub local_ip: IpAddr,
     /// `ROCE_UDP_PORT`.
     pub udp_port: u16,
+    /// `ROCE_UDP_GSO`.
+    pub udp_gso: bool,
     /// `ROCE_DEV_NAME` (at most 63 bytes).
     pub dev_name: String,
     /// `ROCE_MTU`.
@@ -81,6 +84,11 @@ impl Config {
                 .filter(|p| *p != 0)
                 .ok_or_else(|| format!("ROCE_UDP_PORT={s}: expected a port 1-65535"))?,
         };
+        let udp_gso = match get("ROCE_UDP_GSO").as_deref().map(str::trim) {
+            None | Some("") | Some("1") => true,
+            Some("0") => false,
+            Some(o) => return Err(format!("ROCE_UDP_GSO={o}: expected 0 or 1")),
+        };
         let dev_name = match get("ROCE_DEV_NAME") {
             None => "roce0".to_string(),
             Some(s) if !s.is_empty() && s.len() < 64 && s.bytes().all(|b| b.is_ascii_graphic()) => {
@@ -118,6 +126,7 @@ impl Config {
             backend,
             local_ip,
             udp_port,
+            udp_gso,
             dev_name,
             mtu,
             ifname,
@@ -165,6 +174,8 @@ mod tests {
         assert_eq!(c.backend, BackendKind::Udp);
         assert_eq!(c.local_ip, IpAddr::from([127, 0, 0, 1]));
         assert_eq!(c.udp_port, 4791);
+        assert!(c.udp_gso);
+        assert!(!cfg(&[("ROCE_UDP_GSO", "0")]).unwrap().udp_gso);
         assert_eq!(c.dev_name, "roce0");
         assert_eq!(c.mtu, Mtu::Mtu4096);
         assert_eq!(c.netdev_mtu(), 9000);
@@ -179,6 +190,7 @@ mod tests {
             ("ROCE_LOCAL_IP", "host"),
             ("ROCE_UDP_PORT", "0"),
             ("ROCE_UDP_PORT", "70000"),
+            ("ROCE_UDP_GSO", "yes"),
             ("ROCE_MTU", "1500"),
             ("ROCE_DEV_NAME", ""),
             ("ROCE_IFNAME", "a-very-long-interface-name"),

@@ -101,7 +101,10 @@ fn capture_all(dir: &Path) -> Vec<Captured> {
             prog,
             args,
             Duration::from_secs(60),
-            &[("ROCE_UDP_PORT", &port.to_string())],
+            // One datagram per frame: dumpcap on `lo` sees a GSO send as one
+            // unsegmented buffer. The segments GSO puts on a wire are
+            // checked by tests/udp_wire.rs (lo's segmentation offload off).
+            &[("ROCE_UDP_PORT", &port.to_string()), ("ROCE_UDP_GSO", "0")],
             [SERVER, CLIENT],
         );
         // dumpcap reads the kernel's buffer behind the traffic: give it a
