@@ -579,74 +579,104 @@ pub fn connect_with(
     }
     for s in 0..2 {
         let peer = 1 - s;
-        let peer_gid = pair.dev[peer].gid(0).ok_or(VerbsError::NotFound)?;
-        let peer_mac = pair.dev[peer].config().mac;
-        let d = &mut pair.dev[s];
-        let mut a = QpAttr {
-            qp_state: QpState::Init,
-            qp_access_flags: o.access,
-            qkey: o.qkey,
-            ..QpAttr::default()
-        };
-        let init_mask = QpAttrMask::STATE
-            | QpAttrMask::PKEY_INDEX
-            | QpAttrMask::PORT
-            | if o.qp_type == QpType::Ud {
-                QpAttrMask::QKEY
-            } else {
-                QpAttrMask::ACCESS_FLAGS
-            };
-        d.modify_qp(qpn[s], &a, init_mask)?;
-        a.qp_state = QpState::Rtr;
-        a.ah_attr = AddressVector {
-            dgid: peer_gid,
-            dmac: peer_mac,
-            hop_limit: 64,
-            ..AddressVector::default()
-        };
-        a.path_mtu = o.mtu;
-        a.dest_qp_num = qpn[peer];
-        a.rq_psn = o.sq_psn[peer];
-        a.max_dest_rd_atomic = o.rd_atomic;
-        a.min_rnr_timer = o.min_rnr_timer;
-        let rtr_mask = match o.qp_type {
-            QpType::Rc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::AV
-                    | QpAttrMask::PATH_MTU
-                    | QpAttrMask::DEST_QPN
-                    | QpAttrMask::RQ_PSN
-                    | QpAttrMask::MAX_DEST_RD_ATOMIC
-                    | QpAttrMask::MIN_RNR_TIMER
-            }
-            QpType::Uc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::AV
-                    | QpAttrMask::PATH_MTU
-                    | QpAttrMask::DEST_QPN
-                    | QpAttrMask::RQ_PSN
-            }
-            QpType::Ud => QpAttrMask::STATE,
-        };
-        d.modify_qp(qpn[s], &a, rtr_mask)?;
-        a.qp_state = QpState::Rts;
-        a.sq_psn = o.sq_psn[s];
-        a.timeout = o.timeout;
-        a.retry_cnt = o.retry_cnt;
-        a.rnr_retry = o.rnr_retry;
-        a.max_rd_atomic = o.rd_atomic;
-        let rts_mask = match o.qp_type {
-            QpType::Rc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::TIMEOUT
-                    | QpAttrMask::RETRY_CNT
-                    | QpAttrMask::RNR_RETRY
-                    | QpAttrMask::SQ_PSN
-                    | QpAttrMask::MAX_QP_RD_ATOMIC
-            }
-            _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
-        };
-        d.modify_qp(qpn[s], &a, rts_mask)?;
+        let av = av_to(&pair.dev[peer]).ok_or(VerbsError::NotFound)?;
+        let (sq_psn, rq_psn) = (o.sq_psn[s], o.sq_psn[peer]);
+        modify_to_rts(&mut pair.dev[s], qpn[s], av, qpn[peer], sq_psn, rq_psn, o)?;
     }
     Ok(Conn { pd, cq, qpn })
 }
+
+/// Bring QP `qpn` of `dev` from RESET through INIT and RTR to RTS (IBTA 1.7
+/// §10.3.1; the attribute masks `ibv_modify_qp` requires for `o.qp_type`),
+/// sending through `av` to the peer's QP `dest_qpn`: this QP's first PSN is
+/// `sq_psn`, the first it expects `rq_psn`. Every other attribute comes from
+/// `o` (whose `sq_psn` is not read). [`connect_with`] does this for both
+/// sides of a [`Pair`]; tests and benches whose devices sit elsewhere (a
+/// TAP host, thousands of QPs on one device) call it directly.
+///
+/// # Errors
+/// The first error `modify_qp` returns.
+pub fn modify_to_rts(
+    dev: &mut Device,
+    qpn: u32,
+    av: AddressVector,
+    dest_qpn: u32,
+    sq_psn: u32,
+    rq_psn: u32,
+    o: &ConnOpts,
+) -> Result<(), VerbsError> {
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: o.access,
+        qkey: o.qkey,
+        ..QpAttr::default()
+    };
+    let init_mask = QpAttrMask::STATE
+        | QpAttrMask::PKEY_INDEX
+        | QpAttrMask::PORT
+        | if o.qp_type == QpType::Ud {
+            QpAttrMask::QKEY
+        } else {
+            QpAttrMask::ACCESS_FLAGS
+        };
+    dev.modify_qp(qpn, &a, init_mask)?;
+    a.qp_state = QpState::Rtr;
+    a.ah_attr = av;
+    a.path_mtu = o.mtu;
+    a.dest_qp_num = dest_qpn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = o.rd_atomic;
+    a.min_rnr_timer = o.min_rnr_timer;
+    let rtr_mask = match o.qp_type {
+        QpType::Rc => {
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+                | QpAttrMask::MAX_DEST_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER
+        }
+        QpType::Uc => {
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+        }
+        QpType::Ud => QpAttrMask::STATE,
+    };
+    dev.modify_qp(qpn, &a, rtr_mask)?;
+    a.qp_state = QpState::Rts;
+    a.sq_psn = sq_psn;
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.max_rd_atomic = o.rd_atomic;
+    let rts_mask = match o.qp_type {
+        QpType::Rc => {
+            QpAttrMask::STATE
+                | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::SQ_PSN
+                | QpAttrMask::MAX_QP_RD_ATOMIC
+        }
+        _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+    };
+    dev.modify_qp(qpn, &a, rts_mask)?;
+    Ok(())
+}
+
+/// The address vector of a QP sending to `peer`: its GID 0 and MAC, hop
+/// limit 64, the rest default (GID index 0, no VLAN). `None` if `peer` has
+/// no GID 0.
+pub fn av_to(peer: &Device) -> Option<AddressVector> {
+    Some(AddressVector {
+        dgid: peer.gid(0)?,
+        dmac: peer.config().mac,
+        hop_limit: 64,
+        ..AddressVector::default()
+    })
+}
+
