@@ -283,25 +283,7 @@ impl Pair {
         let (src, dst) = (&self.dev[from], &self.dev[1 - from]);
         let sgid = src.gid(0).unwrap_or_default().to_ip();
         let dgid = dst.gid(0).unwrap_or_default().to_ip();
-        let net = match (sgid, dgid) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => NetRepr::Ipv4(Ipv4Repr {
-                src: s,
-                dst: d,
-                dscp: 0,
-                ecn: 0,
-                ttl: 64,
-                ident: 0,
-                dont_frag: true,
-            }),
-            (s, d) => NetRepr::Ipv6(Ipv6Repr {
-                src: ipv6_of(s),
-                dst: ipv6_of(d),
-                dscp: 0,
-                ecn: 0,
-                flow_label: 0,
-                hop_limit: 64,
-            }),
-        };
+        let net = net_repr(sgid, dgid);
         let repr = PacketRepr {
             eth: EthRepr {
                 dst: dst.config().mac,
@@ -541,6 +523,32 @@ fn ipv6_of(a: IpAddr) -> Ipv6Addr {
     match a {
         IpAddr::V4(a) => a.to_ipv6_mapped(),
         IpAddr::V6(a) => a,
+    }
+}
+
+/// The IP header of the test frames from `src` to `dst`: DSCP 0, ECN 0, TTL
+/// (hop limit) 64; IPv4 with identification 0 and DF, IPv6 with flow label
+/// 0. Two IPv4 addresses give IPv4; any other pair IPv6 (an IPv4 side
+/// v4-mapped).
+pub fn net_repr(src: IpAddr, dst: IpAddr) -> NetRepr {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => NetRepr::Ipv4(Ipv4Repr {
+            src: s,
+            dst: d,
+            dscp: 0,
+            ecn: 0,
+            ttl: 64,
+            ident: 0,
+            dont_frag: true,
+        }),
+        (s, d) => NetRepr::Ipv6(Ipv6Repr {
+            src: ipv6_of(s),
+            dst: ipv6_of(d),
+            dscp: 0,
+            ecn: 0,
+            flow_label: 0,
+            hop_limit: 64,
+        }),
     }
 }
 
