@@ -49,16 +49,15 @@
 //! Run: `cargo bench --bench idle_qps` (about 30 s plus 10 s of set-up).
 
 use std::hint::black_box;
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use roce_stack::testing::{av_to, modify_to_rts, test_device, ConnOpts};
 use roce_stack::time::Instant;
-use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, MrKeys, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
-    QpType, SendWr, Sge, Wc, WcStatus, WrOpcode,
+    AccessFlags, Device, MrKeys, Mtu, QpCap, QpInitAttr, QpType, SendWr, Sge, Wc, WcStatus,
+    WrOpcode,
 };
 
 /// Idle QPs in the large case.
@@ -83,13 +82,9 @@ struct Setup {
     posted: u64,
 }
 
+/// Test side `i` (10.0.0.(i+1)) on a 9000-byte Ethernet.
 fn device(i: u8) -> Device {
-    Device::new(DeviceConfig {
-        mac: [0x02, 0, 0, 0, 0, i + 1],
-        gids: vec![Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, i + 1))],
-        netdev_mtu: 9000,
-        ..DeviceConfig::default()
-    })
+    test_device(i, 9000)
 }
 
 fn blank_wc() -> Wc {
@@ -97,69 +92,17 @@ fn blank_wc() -> Wc {
 }
 
 /// Bring QP pair `qpn` to RTS, each addressed to the other (IBTA 1.7
-/// §10.3.1; the attributes of `roce_stack::testing::connect`).
+/// §10.3.1; [`modify_to_rts`] with path MTU 4096 and no remote atomics).
 fn connect(dev: &mut [Device; 2], qpn: [u32; 2], psn: [u32; 2]) {
-    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
+    let o = ConnOpts {
+        mtu: Mtu::Mtu4096,
+        access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+        ..ConnOpts::default()
+    };
     for s in 0..2 {
         let peer = 1 - s;
-        let dgid = dev[peer].gid(0).expect("GID 0");
-        let dmac = dev[peer].config().mac;
-        let d = &mut dev[s];
-        let mut a = QpAttr {
-            qp_state: QpState::Init,
-            qp_access_flags: access,
-            ..QpAttr::default()
-        };
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::PKEY_INDEX
-                | QpAttrMask::PORT
-                | QpAttrMask::ACCESS_FLAGS,
-        )
-        .expect("INIT");
-        a.qp_state = QpState::Rtr;
-        a.ah_attr = AddressVector {
-            dgid,
-            dmac,
-            hop_limit: 64,
-            ..AddressVector::default()
-        };
-        a.path_mtu = Mtu::Mtu4096;
-        a.dest_qp_num = qpn[peer];
-        a.rq_psn = psn[peer];
-        a.max_dest_rd_atomic = 16;
-        a.min_rnr_timer = 1;
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER,
-        )
-        .expect("RTR");
-        a.qp_state = QpState::Rts;
-        a.sq_psn = psn[s];
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 16;
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC,
-        )
-        .expect("RTS");
+        let av = av_to(&dev[peer]).expect("GID 0");
+        modify_to_rts(&mut dev[s], qpn[s], av, qpn[peer], psn[s], psn[peer], &o).expect("RTS");
     }
 }
 

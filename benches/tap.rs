@@ -49,10 +49,11 @@ use std::time::{Duration, Instant as WallClock};
 use roce_io::tap::{TapHost, TapIo};
 use roce_stack::backend::FrameIo;
 use roce_stack::neigh::Resolution;
+use roce_stack::testing::{modify_to_rts, ConnOpts};
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    SendFlags, SendWr, Sge, Wc, WcStatus, WrOpcode,
+    AccessFlags, Device, DeviceConfig, Mtu, QpCap, QpInitAttr, QpType, SendFlags, SendWr, Sge, Wc,
+    WcStatus, WrOpcode,
 };
 use roce_stack::wire::ext::RethRepr;
 use roce_stack::wire::{
@@ -195,66 +196,22 @@ fn connect(h: &mut [TapHost; 2], ring: usize) -> (u32, u32, u32, u32, u32) {
             )
             .expect("create_qp");
     }
+    let o = ConnOpts {
+        mtu: Mtu::Mtu4096,
+        access: access(),
+        ..ConnOpts::default()
+    };
     for s in 0..2 {
         let peer = 1 - s;
         let now = h[s].now();
         let dmac = h[s].neigh().lookup(now, ip[peer]).expect("resolved");
-        let d = &mut h[s].dev;
-        let mut a = QpAttr {
-            qp_state: QpState::Init,
-            qp_access_flags: access(),
-            ..QpAttr::default()
-        };
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::PKEY_INDEX
-                | QpAttrMask::PORT
-                | QpAttrMask::ACCESS_FLAGS,
-        )
-        .expect("INIT");
-        a.qp_state = QpState::Rtr;
-        a.ah_attr = AddressVector {
+        let av = AddressVector {
             dgid: Gid::from_ip(ip[peer]),
             dmac,
             hop_limit: 64,
             ..AddressVector::default()
         };
-        a.path_mtu = Mtu::Mtu4096;
-        a.dest_qp_num = qpn[peer];
-        a.rq_psn = 0;
-        a.max_dest_rd_atomic = 16;
-        a.min_rnr_timer = 1;
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER,
-        )
-        .expect("RTR");
-        a.qp_state = QpState::Rts;
-        a.sq_psn = 0;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 16;
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC,
-        )
-        .expect("RTS");
+        modify_to_rts(&mut h[s].dev, qpn[s], av, qpn[peer], 0, 0, &o).expect("RTS");
     }
     let src: Vec<u8> = (0..ring).map(|i| (i * 7 + (i >> 12)) as u8).collect();
     let a = h[0].dev.reg_mr(pd[0], src, 0, access()).expect("mr a");

@@ -11,17 +11,17 @@
 //! IPv6/GRH: traffic class, flow label, hop limit; UDP: checksum; BTH: byte 4),
 //! and puts the CRC value on the wire least-significant byte first.
 
+#[path = "../stack/tests/common/arb.rs"]
+mod arb;
 mod common;
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
+use arb::{arb_net, cases};
 use proptest::prelude::*;
 use roce_stack::icrc::{self, IcrcForm};
 use roce_stack::wire::bth::BthRepr;
-use roce_stack::wire::grh::GrhRepr;
 use roce_stack::wire::{
-    EthRepr, ExtHeaders, IcrcStatus, Ipv4Repr, Ipv6Repr, NetRepr, Opcode, PacketRepr, ParseMode,
-    RocePacket, UdpChecksum, UdpRepr, VlanTag,
+    EthRepr, ExtHeaders, IcrcStatus, Opcode, PacketRepr, ParseMode, RocePacket, UdpChecksum,
+    UdpRepr, VlanTag,
 };
 
 use common::icrc_ref::{locate, pseudo_packet, reference_icrc, Form, CRC32};
@@ -227,68 +227,6 @@ fn reference_and_parser_agree_on_every_capture_frame() {
 // ---------------------------------------------------------------------------
 // Random frames.
 // ---------------------------------------------------------------------------
-
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-fn arb_net() -> impl Strategy<Value = NetRepr> {
-    prop_oneof![
-        (
-            any::<u32>(),
-            any::<u32>(),
-            0u8..64,
-            0u8..4,
-            any::<u8>(),
-            any::<u16>(),
-            any::<bool>()
-        )
-            .prop_map(|(s, d, dscp, ecn, ttl, ident, df)| NetRepr::Ipv4(Ipv4Repr {
-                src: Ipv4Addr::from(s),
-                dst: Ipv4Addr::from(d),
-                dscp,
-                ecn,
-                ttl,
-                ident,
-                dont_frag: df,
-            })),
-        (
-            any::<u128>(),
-            any::<u128>(),
-            0u8..64,
-            0u8..4,
-            0u32..(1 << 20),
-            any::<u8>()
-        )
-            .prop_map(|(s, d, dscp, ecn, fl, hl)| NetRepr::Ipv6(Ipv6Repr {
-                src: Ipv6Addr::from(s),
-                dst: Ipv6Addr::from(d),
-                dscp,
-                ecn,
-                flow_label: fl,
-                hop_limit: hl,
-            })),
-        (
-            any::<u128>(),
-            any::<u128>(),
-            any::<u8>(),
-            0u32..(1 << 20),
-            any::<u8>()
-        )
-            .prop_map(|(s, d, tc, fl, hl)| NetRepr::Grh(GrhRepr {
-                traffic_class: tc,
-                flow_label: fl,
-                payload_len: 0,
-                next_header: 0x1B,
-                hop_limit: hl,
-                sgid: Ipv6Addr::from(s),
-                dgid: Ipv6Addr::from(d),
-            })),
-    ]
-}
 
 /// Opcodes without extension headers, so any `ExtHeaders::default()` fits.
 fn plain_opcodes() -> Vec<Opcode> {

@@ -13,6 +13,8 @@
 //! and root (the EAL); skipped when `ROCE_SKIP_ROOT_TESTS=1`.
 #![cfg(feature = "dpdk")]
 
+#[path = "support/memif.rs"]
+mod memif;
 #[path = "support/perf_output.rs"]
 mod perf_output;
 #[path = "support/ports.rs"]
@@ -20,10 +22,9 @@ mod ports;
 #[path = "support/root.rs"]
 mod root;
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 
+use memif::MemifPair;
 use perf_output::{finish_pair, text};
 
 /// The client's and the server's device addresses (distinct: each is the
@@ -35,31 +36,6 @@ const SERVER_MAC: &str = "02:00:0a:4d:00:02";
 
 fn skip() -> bool {
     !root::may_run("tests/perf_processes_dpdk.rs", "runs DPDK's EAL", &[])
-}
-
-/// A name no other run (or test of this run) uses: pid and a counter.
-fn unique(what: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{what}{}x{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Removes the memif socket and the EAL runtime directories of one pair.
-struct Cleanup {
-    socket: PathBuf,
-    prefixes: [String; 2],
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.socket);
-        for p in &self.prefixes {
-            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{p}"));
-        }
-    }
 }
 
 fn spawn(args: &[String]) -> Child {
@@ -97,12 +73,8 @@ fn run_pair_on(
 ) -> (String, String, String, String) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tcp = ports::free_port();
-    let socket = std::env::temp_dir().join(format!("{}.sock", unique("roce-pp-memif")));
-    let guard = Cleanup {
-        socket: socket.clone(),
-        prefixes: [unique("rppd-s"), unique("rppd-c")],
-    };
-    let args = |role: &str, ip: &str, mac: &str, prefix: &str, lcore: u32| -> Vec<String> {
+    let guard = MemifPair::new("pp");
+    let args = |side: usize, ip: &str, mac: &str, lcore: u32| -> Vec<String> {
         let mut v: Vec<String> = [
             "perf",
             op,
@@ -125,47 +97,19 @@ fn run_pair_on(
         .iter()
         .map(|s| s.to_string())
         .collect();
-        if role == "server" {
+        if side == 0 {
             v.push("--server".into());
         } else {
             v.extend(["--client".to_string(), "127.0.0.1".to_string()]);
         }
         v.push("--".into());
-        v.extend([
-            format!(
-                "--vdev=net_memif0,role={role},id=0,socket={},socket-abstract=no",
-                socket.display()
-            ),
-            "--no-huge".into(),
-            "-m".into(),
-            "128".into(),
-            "--no-pci".into(),
-            "--no-shconf".into(),
-            "--no-telemetry".into(),
-            "-l".into(),
-            lcore.to_string(),
-            "--log-level=*:error".into(),
-            "--file-prefix".into(),
-            prefix.into(),
-        ]);
+        v.extend(guard.eal_args(side, None, lcore));
         v
     };
-    let server = spawn(&args(
-        "server",
-        SERVER_IP,
-        SERVER_MAC,
-        &guard.prefixes[0],
-        lcores[0],
-    ));
+    let server = spawn(&args(0, SERVER_IP, SERVER_MAC, lcores[0]));
     // The client retries the side channel while the server starts; the
     // server's memif socket exists before it listens.
-    let client = spawn(&args(
-        "client",
-        CLIENT_IP,
-        CLIENT_MAC,
-        &guard.prefixes[1],
-        lcores[1],
-    ));
+    let client = spawn(&args(1, CLIENT_IP, CLIENT_MAC, lcores[1]));
     let ((ct, ce), (st, se)) = finish_pair(op, (size, iters, 1), client, server, None);
     drop(guard);
     (ct, st, ce, se)
@@ -218,21 +162,11 @@ fn memif_server_with_a_jumbo_mtu_says_to_lower_it() {
     if skip() {
         return;
     }
-    let socket = std::env::temp_dir().join(format!("{}.sock", unique("roce-pp-memif")));
-    let guard = Cleanup {
-        socket: socket.clone(),
-        prefixes: [unique("rppd-j"), unique("rppd-k")],
-    };
+    let guard = MemifPair::new("pp");
     let o = Command::new(env!("CARGO_BIN_EXE_roce"))
         .args(["perf", "write", "--server", "--backend", "dpdk"])
         .args(["--local-ip", SERVER_IP, "--port", "1", "--"])
-        .arg(format!(
-            "--vdev=net_memif0,role=server,id=0,socket={},socket-abstract=no",
-            socket.display()
-        ))
-        .args(["--no-huge", "-m", "128", "--no-pci", "--no-shconf"])
-        .args(["--no-telemetry", "-l", "0", "--log-level=*:error"])
-        .args(["--file-prefix", &guard.prefixes[0]])
+        .args(guard.eal_args(0, None, 0))
         .output()
         .expect("run roce");
     drop(guard);

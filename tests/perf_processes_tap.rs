@@ -34,41 +34,12 @@ use std::process::{Child, Stdio};
 
 use perf_output::finish_pair;
 
-use netns::{sh, Netns, BRIDGE};
+use netns::TapWire as Wire;
 
 const CLIENT_IP: &str = "10.77.0.1";
 const SERVER_IP: &str = "10.77.0.2";
 const CLIENT_MAC: &str = "02:00:0a:4d:00:01";
 const SERVER_MAC: &str = "02:00:0a:4d:00:02";
-
-/// The namespace with its two TAP ports; `Drop` deletes the TAPs, then the
-/// namespace (with its bridge).
-struct Wire {
-    n: Netns,
-}
-
-impl Wire {
-    fn new(tag: &str) -> Wire {
-        let w = Wire { n: Netns::new(tag) };
-        let ns = w.n.ns.as_str();
-        for t in &w.n.taps {
-            sh(&["ip", "-n", ns, "tuntap", "add", "dev", t, "mode", "tap"]);
-            sh(&["ip", "-n", ns, "link", "set", t, "master", BRIDGE]);
-            sh(&["ip", "-n", ns, "link", "set", t, "up"]);
-        }
-        w
-    }
-}
-
-impl Drop for Wire {
-    fn drop(&mut self) {
-        for t in &self.n.taps {
-            let _ = std::process::Command::new("ip")
-                .args(["-n", &self.n.ns, "link", "del", t])
-                .output();
-        }
-    }
-}
 
 fn spawn(w: &Wire, args: &[String]) -> Child {
     let args: Vec<&str> = std::iter::once(env!("CARGO_BIN_EXE_roce"))

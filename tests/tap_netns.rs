@@ -41,11 +41,11 @@ use netns::Netns;
 use roce_io::tap::{TapHost, TapIo};
 use roce_stack::backend::FrameIo;
 use roce_stack::neigh::Resolution;
-use roce_stack::testing::{all_access, pattern};
+use roce_stack::testing::{all_access, modify_to_rts, pattern, ConnOpts};
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType, RecvWr,
-    SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
+    Device, DeviceConfig, QpCap, QpInitAttr, QpType, RecvWr, SendWr, Sge, UdDest, Wc, WcOpcode,
+    WcStatus, WrOpcode,
 };
 use roce_stack::wire::{
     BthRepr, EthRepr, ExtHeaders, Ipv4Repr, NetRepr, Opcode, PacketRepr, UdpChecksum, UdpRepr,
@@ -164,60 +164,24 @@ fn connect(h: &mut [TapHost; 2], qp_type: QpType, av: [AddressVector; 2]) -> Con
             )
             .expect("create_qp");
     }
+    let o = ConnOpts {
+        qp_type,
+        qkey: QKEY,
+        ..ConnOpts::default()
+    };
     for s in 0..2 {
         let peer = 1 - s;
-        let d = &mut h[s].dev;
-        let mut a = QpAttr {
-            qp_state: QpState::Init,
-            qp_access_flags: all_access(),
-            qkey: QKEY,
-            ..QpAttr::default()
-        };
-        let init = QpAttrMask::STATE
-            | QpAttrMask::PKEY_INDEX
-            | QpAttrMask::PORT
-            | if qp_type == QpType::Ud {
-                QpAttrMask::QKEY
-            } else {
-                QpAttrMask::ACCESS_FLAGS
-            };
-        d.modify_qp(c.qpn[s], &a, init).expect("INIT");
-        a.qp_state = QpState::Rtr;
-        a.ah_attr = av[s];
-        a.path_mtu = Mtu::Mtu1024;
-        a.dest_qp_num = c.qpn[peer];
-        a.rq_psn = 0x100 * (peer as u32 + 1);
-        a.max_dest_rd_atomic = 16;
-        a.min_rnr_timer = 1;
-        let rtr = if qp_type == QpType::Rc {
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER
-        } else {
-            QpAttrMask::STATE
-        };
-        d.modify_qp(c.qpn[s], &a, rtr).expect("RTR");
-        a.qp_state = QpState::Rts;
-        a.sq_psn = 0x100 * (s as u32 + 1);
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 16;
-        let rts = if qp_type == QpType::Rc {
-            QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC
-        } else {
-            QpAttrMask::STATE | QpAttrMask::SQ_PSN
-        };
-        d.modify_qp(c.qpn[s], &a, rts).expect("RTS");
+        let (sq_psn, rq_psn) = (o.sq_psn[s], o.sq_psn[peer]);
+        modify_to_rts(
+            &mut h[s].dev,
+            c.qpn[s],
+            av[s],
+            c.qpn[peer],
+            sq_psn,
+            rq_psn,
+            &o,
+        )
+        .expect("RTS");
     }
     c
 }

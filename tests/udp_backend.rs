@@ -13,12 +13,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 
 use roce_io::udp::{UdpConfig, UdpIo};
 use roce_stack::backend::FrameIo;
-use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
+use roce_stack::testing::{connect, net_repr, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
 use roce_stack::verbs::{AccessFlags, Device, RecvWr, SendWr, Sge, WcStatus, WrOpcode};
 use roce_stack::wire::{
-    BthRepr, EthRepr, ExtHeaders, Ipv4Repr, Ipv6Repr, NetRepr, Opcode, PacketRepr, RocePacket,
-    UdpChecksum, UdpRepr, ROCEV2_UDP_PORT,
+    BthRepr, EthRepr, ExtHeaders, Opcode, PacketRepr, RocePacket, UdpChecksum, UdpRepr,
+    ROCEV2_UDP_PORT,
 };
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use udp_pair::{device, exchange, pattern, poll, run_until, sockets};
@@ -37,26 +37,8 @@ fn rc_write_read_send_atomic_and_ud_send_over_loopback_udp() {
 /// wire from `from` to `to` (identification 0, DF, destination port 4791),
 /// returned as the UDP payload (BTH .. ICRC).
 fn roce_payload(from: SocketAddr, to: SocketAddr, dqpn: u32, psn: u32) -> Vec<u8> {
-    let net = match (from.ip(), to.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => NetRepr::Ipv4(Ipv4Repr {
-            src: s,
-            dst: d,
-            dscp: 0,
-            ecn: 0,
-            ttl: 64,
-            ident: 0,
-            dont_frag: true,
-        }),
-        (IpAddr::V6(s), IpAddr::V6(d)) => NetRepr::Ipv6(Ipv6Repr {
-            src: s,
-            dst: d,
-            dscp: 0,
-            ecn: 0,
-            flow_label: 0,
-            hop_limit: 64,
-        }),
-        _ => panic!("mixed families"),
-    };
+    assert_eq!(from.is_ipv4(), to.is_ipv4(), "mixed families");
+    let net = net_repr(from.ip(), to.ip());
     let repr = PacketRepr {
         eth: EthRepr::default(),
         net,

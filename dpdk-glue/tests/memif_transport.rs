@@ -8,7 +8,7 @@ mod common;
 
 use common::{memif_ports, pump_until, TempDir};
 use dpdk_glue::{DpdkPort, MonotonicClock};
-use roce_stack::testing::{all_access, pattern};
+use roce_stack::testing::{all_access, pattern, post_gathered_send_imm};
 use roce_stack::testing::{connect, Conn, ConnOpts, Faults, Pair};
 use roce_stack::transport::av::AddressVector;
 use roce_stack::verbs::{
@@ -125,40 +125,7 @@ fn rc_write_read_send_over_memif() {
         .unwrap()
         .as_mut_slice()
         .copy_from_slice(&s.src);
-    let rsge = [Sge {
-        addr: 0x8000_1000,
-        length: 1000,
-        lkey: b.lkey,
-    }];
-    s.dev[1]
-        .post_recv(
-            c.qpn[1],
-            &RecvWr {
-                wr_id: 77,
-                sg_list: &rsge,
-            },
-        )
-        .unwrap();
-    let s3 = [
-        Sge {
-            addr: 0x1000,
-            length: 100,
-            lkey: a.lkey,
-        },
-        Sge {
-            addr: 0x1000 + 500,
-            length: 300,
-            lkey: a.lkey,
-        },
-        Sge {
-            addr: 0x1000 + 1000,
-            length: 7,
-            lkey: a.lkey,
-        },
-    ];
-    let mut wr = SendWr::new(3, WrOpcode::SendWithImm, &s3);
-    wr.imm_data = 0xdead_beef;
-    s.dev[0].post_send(c.qpn[0], &wr).unwrap();
+    post_gathered_send_imm(&mut s.dev, c.qpn, a, 0x1000, b, 0x8000_1000).unwrap();
     pump_until(&mut s.dev, &mut s.io, &s.clock, "SEND", |d| {
         cq_len(d, 1, c.cq[1]) == 1 && cq_len(d, 0, c.cq[0]) == 1
     })

@@ -17,44 +17,20 @@
 #![cfg(feature = "dpdk")]
 
 mod common;
+#[path = "../../tests/support/memif.rs"]
+mod memif;
 #[path = "../../tests/support/root.rs"]
 mod root;
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::{perftest_row, run_pair_in, PairRun, Place};
+use memif::MemifPair;
 
 const T: Duration = Duration::from_secs(90);
 
 fn may_run() -> bool {
     root::may_run("ibverbs/tests/dpdk.rs", "runs DPDK's EAL", &[])
-}
-
-/// A name no other run (or test of this run) uses: pid and a counter.
-fn unique(what: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{what}{}x{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Removes the memif socket and the EAL runtime directories of one pair.
-struct Cleanup {
-    socket: PathBuf,
-    prefixes: [String; 2],
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.socket);
-        for p in &self.prefixes {
-            let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{p}"));
-        }
-    }
 }
 
 /// The pairs of this file run one at a time: the progress threads poll
@@ -64,18 +40,9 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Run `prog args` as a memif server and a memif client; both must exit 0.
 fn run(prog: &str, args: &[&str]) -> PairRun {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let socket = std::env::temp_dir().join(format!("{}.sock", unique("roce-vb-memif")));
-    let guard = Cleanup {
-        socket: socket.clone(),
-        prefixes: [unique("rvbd-s"), unique("rvbd-c")],
-    };
-    let side = |role: &str, ip: &str, mac: &str, lcore: u32, prefix: &str| {
-        let eal = format!(
-            "--vdev=net_memif0,role={role},id=0,socket={},socket-abstract=no,mac={mac} \
-             --no-huge -m 128 --no-pci --no-shconf --no-telemetry -l {lcore} \
-             --log-level=*:error --file-prefix {prefix}",
-            socket.display()
-        );
+    let guard = MemifPair::new("vb");
+    let side = |i: usize, ip: &str, mac: &str, lcore: u32| {
+        let eal = guard.eal_args(i, Some(mac), lcore).join(" ");
         vec![
             ("ROCE_BACKEND".to_string(), "dpdk".to_string()),
             ("ROCE_LOCAL_IP".to_string(), ip.to_string()),
@@ -85,27 +52,15 @@ fn run(prog: &str, args: &[&str]) -> PairRun {
     let place = Place {
         wrap: Vec::new(),
         env: [
-            side(
-                "server",
-                "10.77.0.2",
-                "02:00:0a:4d:00:02",
-                0,
-                &guard.prefixes[0],
-            ),
-            side(
-                "client",
-                "10.77.0.1",
-                "02:00:0a:4d:00:01",
-                1,
-                &guard.prefixes[1],
-            ),
+            side(0, "10.77.0.2", "02:00:0a:4d:00:02", 0),
+            side(1, "10.77.0.1", "02:00:0a:4d:00:01", 1),
         ],
         server_addr: "127.0.0.1".into(),
     };
     // The programs open the device (the EAL, and the server's memif
     // socket) before they listen: the client starts once the server does.
     let r = run_pair_in(&place, prog, args, T, || {
-        assert!(socket.exists(), "the memif server made no socket");
+        assert!(guard.socket.exists(), "the memif server made no socket");
     });
     drop(guard);
     r.assert_ok(&format!("{prog} {args:?} over dpdk memif"));

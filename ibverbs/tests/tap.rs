@@ -23,12 +23,12 @@ mod common;
 mod netns;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::capture::{self, Capture, ROCE_PORT};
 use common::{perftest_row, run_pair_in, PairRun, Place};
-use netns::{sh, Netns, BRIDGE};
+use netns::TapWire as Wire;
 
 const T: Duration = Duration::from_secs(60);
 const SERVER_IP: &str = "10.99.0.2";
@@ -42,24 +42,7 @@ fn may_run() -> bool {
     )
 }
 
-/// The namespace with its two TAP ports; `Drop` deletes the TAPs, then the
-/// namespace (with its bridge).
-struct Wire {
-    n: Netns,
-}
-
 impl Wire {
-    fn new(tag: &str) -> Wire {
-        let w = Wire { n: Netns::new(tag) };
-        let ns = w.n.ns.as_str();
-        for t in &w.n.taps {
-            sh(&["ip", "-n", ns, "tuntap", "add", "dev", t, "mode", "tap"]);
-            sh(&["ip", "-n", ns, "link", "set", t, "master", BRIDGE]);
-            sh(&["ip", "-n", ns, "link", "set", t, "up"]);
-        }
-        w
-    }
-
     /// The server on TAP a, the client on TAP b, both in the namespace.
     fn place(&self) -> Place {
         let side = |ifname: &str, ip: &str| {
@@ -86,16 +69,6 @@ impl Wire {
         let r = run_pair_in(&self.place(), prog, args, T, || {});
         r.assert_ok(&format!("{prog} {args:?} over tap"));
         r
-    }
-}
-
-impl Drop for Wire {
-    fn drop(&mut self) {
-        for t in &self.n.taps {
-            let _ = Command::new("ip")
-                .args(["-n", &self.n.ns, "link", "del", t])
-                .output();
-        }
     }
 }
 

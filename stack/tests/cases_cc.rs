@@ -13,9 +13,9 @@ use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use common::{post_recv, post_write, setup};
+use common::{post_recv, post_write, setup, unhex};
 use roce_stack::cc::{CcConfig, Ecn};
-use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
+use roce_stack::testing::{connect, modify_to_rts, ConnOpts, Faults, Pair};
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
@@ -207,13 +207,6 @@ fn cnp_bytes_follow_annex_a17_9() {
     assert_eq!((c.np_ecn_marked_roce_packets, c.np_cnp_sent), (1, 1));
 }
 
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 /// A device at `mac`/`ip` with one RC QP in RTS towards `peer` (QPN
 /// `dest_qp`, next-hop `dmac`, optional VLAN tag), expecting PSN `rq_psn`.
 fn manual_rc(
@@ -245,52 +238,21 @@ fn manual_rc(
             },
         )
         .unwrap();
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
-        ..QpAttr::default()
+    // QpAttr's defaults for what the test does not set (IBTA 1.7 §10.3.1).
+    let o = ConnOpts {
+        access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        rd_atomic: 1,
+        min_rnr_timer: 12,
+        ..ConnOpts::default()
     };
-    dev.modify_qp(
-        qpn,
-        &a,
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = AddressVector {
+    let av = AddressVector {
         dgid: Gid::from_ipv4(peer),
         dmac,
         hop_limit: 64,
         vlan,
         ..AddressVector::default()
     };
-    a.path_mtu = Mtu::Mtu1024;
-    a.dest_qp_num = dest_qp;
-    a.rq_psn = rq_psn;
-    dev.modify_qp(
-        qpn,
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::AV
-            | QpAttrMask::PATH_MTU
-            | QpAttrMask::DEST_QPN
-            | QpAttrMask::RQ_PSN
-            | QpAttrMask::MAX_DEST_RD_ATOMIC
-            | QpAttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rts;
-    dev.modify_qp(
-        qpn,
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::TIMEOUT
-            | QpAttrMask::RETRY_CNT
-            | QpAttrMask::RNR_RETRY
-            | QpAttrMask::SQ_PSN
-            | QpAttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+    modify_to_rts(&mut dev, qpn, av, dest_qp, 0, rq_psn, &o).unwrap();
     (dev, pd, qpn)
 }
 
@@ -336,7 +298,7 @@ fn cnp_layout_matches_connectx4_lx_vector() {
     // public-vectors.md A1: a CNP captured on a ConnectX-4 Lx, from
     // 10.0.17.1 (7c:fe:90:64:3b:32) to 10.0.18.1 (e4:1d:2d:ab:2b:c2), DestQP
     // 0x000118, IP ID 0x718c, ICRC 82 fd 00 2a.
-    let a1 = hex(concat!(
+    let a1 = unhex(concat!(
         "e41d2dab2bc27cfe90643b32080045c2003c718c4000401191610a0011010a001201",
         "000012b7002800008100ffff40000118000000000000000000000000000000000000",
         "000082fd002a"

@@ -499,54 +499,27 @@ fn err_local_bad_lkey_behind_outstanding_wqe_completes_in_order() {
 
 #[test]
 fn err_rnr_with_retries_left_then_success() {
-    let mut p = Pair::new(1500, Faults::default(), 9);
-    let c = connect(
-        &mut p,
-        &ConnOpts {
-            rnr_retry: 2,
-            min_rnr_timer: 1,
-            ..ConnOpts::default()
-        },
-    );
-    let a = p.dev[0]
-        .reg_mr(c.pd[0], pattern(64, 1), 0, all_access())
-        .unwrap();
-    let b = p.dev[1]
-        .reg_mr(c.pd[1], vec![0; 64], 0, all_access())
-        .unwrap();
-    let sge = [Sge {
-        addr: 0,
-        length: 64,
-        lkey: a.lkey,
-    }];
-    p.dev[0]
-        .post_send(c.qpn[0], &SendWr::new(1, WrOpcode::Send, &sge))
-        .unwrap();
-    assert!(
-        p.run_until(Duration::from_secs(1), |p| p.dev[0].counters().rcvd_rnr_err
-            == 1)
-    );
-    let rs = [Sge {
-        addr: 0,
-        length: 64,
-        lkey: b.lkey,
-    }];
-    p.dev[1]
-        .post_recv(
-            c.qpn[1],
-            &RecvWr {
-                wr_id: 201,
-                sg_list: &rs,
-            },
-        )
-        .unwrap();
+    let opts = ConnOpts {
+        rnr_retry: 2,
+        min_rnr_timer: 1,
+        ..ConnOpts::default()
+    };
+    let mut s = setup(1500, &opts, 64);
+    let (c, b) = (s.c, s.mr[1]);
+    post_send_msg(&mut s, 1, 0, 64);
+    assert!(s
+        .p
+        .run_until(Duration::from_secs(1), |p| p.dev[0].counters().rcvd_rnr_err
+            == 1));
+    post_recv(&mut s, 1, 201, 0, 64);
+    let p = &mut s.p;
     assert!(p.run_until(Duration::from_secs(1), |p| cq_len(p, 0, c.cq[0]) == 1));
     assert_eq!(
-        ids_status(&poll_all(&mut p, 0, c.cq[0])),
+        ids_status(&poll_all(p, 0, c.cq[0])),
         vec![(1, WcStatus::Success)]
     );
     assert_eq!(
-        ids_status(&poll_all(&mut p, 1, c.cq[1])),
+        ids_status(&poll_all(p, 1, c.cq[1])),
         vec![(201, WcStatus::Success)]
     );
     assert_eq!(p.dev[1].mr(b.lkey).unwrap().as_slice(), &pattern(64, 1)[..]);
@@ -554,29 +527,17 @@ fn err_rnr_with_retries_left_then_success() {
 
 #[test]
 fn err_rnr_without_retries_left() {
-    let mut p = Pair::new(1500, Faults::default(), 9);
-    let c = connect(
-        &mut p,
-        &ConnOpts {
-            rnr_retry: 1,
-            min_rnr_timer: 1,
-            ..ConnOpts::default()
-        },
-    );
-    let a = p.dev[0]
-        .reg_mr(c.pd[0], pattern(64, 1), 0, all_access())
-        .unwrap();
-    let sge = [Sge {
-        addr: 0,
-        length: 64,
-        lkey: a.lkey,
-    }];
-    p.dev[0]
-        .post_send(c.qpn[0], &SendWr::new(1, WrOpcode::Send, &sge))
-        .unwrap();
+    let opts = ConnOpts {
+        rnr_retry: 1,
+        min_rnr_timer: 1,
+        ..ConnOpts::default()
+    };
+    let mut s = setup(1500, &opts, 64);
+    post_send_msg(&mut s, 1, 0, 64);
+    let (p, c) = (&mut s.p, s.c);
     assert!(p.run_until(Duration::from_secs(1), |p| cq_len(p, 0, c.cq[0]) == 1));
     assert_eq!(
-        ids_status(&poll_all(&mut p, 0, c.cq[0])),
+        ids_status(&poll_all(p, 0, c.cq[0])),
         vec![(1, WcStatus::RnrRetryExcErr)]
     );
     assert_eq!(
@@ -585,7 +546,7 @@ fn err_rnr_without_retries_left() {
         "one retry, then the 2nd RNR fails"
     );
     // RNR is class B at the responder: no completion, no state change.
-    assert!(poll_all(&mut p, 1, c.cq[1]).is_empty());
+    assert!(poll_all(p, 1, c.cq[1]).is_empty());
     assert_eq!(p.dev[1].qp(c.qpn[1]).unwrap().state(), QpState::Rts);
     assert_eq!(p.dev[0].qp(c.qpn[0]).unwrap().state(), QpState::Err);
 }

@@ -12,10 +12,11 @@
 //! Cases per property: 256 by default (the suite stays well under a minute in
 //! debug builds); set `PROPTEST_CASES` to run more.
 
+#[path = "common/arb.rs"]
+mod arb;
 mod common;
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
+use arb::{arb_net, cases};
 use proptest::prelude::*;
 use roce_stack::wire::bth::BthRepr;
 use roce_stack::wire::ext::{
@@ -24,17 +25,9 @@ use roce_stack::wire::ext::{
 use roce_stack::wire::grh::GrhRepr;
 use roce_stack::wire::pfc::MacControl;
 use roce_stack::wire::{
-    classify, Error, EthRepr, ExtHeader, ExtHeaders, Frame, GrhPacket, IcrcStatus, Ipv4Repr,
-    Ipv6Repr, NetInfo, NetRepr, Opcode, PacketRepr, ParseMode, RocePacket, UdpChecksum, UdpRepr,
-    VlanTag,
+    classify, Error, EthRepr, ExtHeader, ExtHeaders, Frame, GrhPacket, IcrcStatus, NetInfo,
+    NetRepr, Opcode, PacketRepr, ParseMode, RocePacket, UdpChecksum, UdpRepr, VlanTag,
 };
-
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
 
 const MASK_24: u32 = 0x00FF_FFFF;
 
@@ -50,75 +43,6 @@ fn arb_vlan() -> impl Strategy<Value = Option<VlanTag>> {
     prop::option::of(
         (0u8..8, any::<bool>(), 0u16..4096).prop_map(|(pcp, dei, vid)| VlanTag { pcp, dei, vid }),
     )
-}
-
-fn arb_ipv4() -> impl Strategy<Value = NetRepr> {
-    (
-        any::<u32>(),
-        any::<u32>(),
-        0u8..64,
-        0u8..4,
-        any::<u8>(),
-        any::<u16>(),
-        any::<bool>(),
-    )
-        .prop_map(|(s, d, dscp, ecn, ttl, ident, df)| {
-            NetRepr::Ipv4(Ipv4Repr {
-                src: Ipv4Addr::from(s),
-                dst: Ipv4Addr::from(d),
-                dscp,
-                ecn,
-                ttl,
-                ident,
-                dont_frag: df,
-            })
-        })
-}
-
-fn arb_ipv6() -> impl Strategy<Value = NetRepr> {
-    (
-        any::<u128>(),
-        any::<u128>(),
-        0u8..64,
-        0u8..4,
-        0u32..(1 << 20),
-        any::<u8>(),
-    )
-        .prop_map(|(s, d, dscp, ecn, fl, hl)| {
-            NetRepr::Ipv6(Ipv6Repr {
-                src: Ipv6Addr::from(s),
-                dst: Ipv6Addr::from(d),
-                dscp,
-                ecn,
-                flow_label: fl,
-                hop_limit: hl,
-            })
-        })
-}
-
-fn arb_grh() -> impl Strategy<Value = NetRepr> {
-    (
-        any::<u128>(),
-        any::<u128>(),
-        any::<u8>(),
-        0u32..(1 << 20),
-        any::<u8>(),
-    )
-        .prop_map(|(s, d, tc, fl, hl)| {
-            NetRepr::Grh(GrhRepr {
-                traffic_class: tc,
-                flow_label: fl,
-                payload_len: 0,
-                next_header: 0x1B,
-                hop_limit: hl,
-                sgid: Ipv6Addr::from(s),
-                dgid: Ipv6Addr::from(d),
-            })
-        })
-}
-
-fn arb_net() -> impl Strategy<Value = NetRepr> {
-    prop_oneof![arb_ipv4(), arb_ipv6(), arb_grh()]
 }
 
 fn arb_udp() -> impl Strategy<Value = UdpRepr> {

@@ -16,14 +16,14 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use roce_stack::testing::{av_to, modify_to_rts, test_device, ConnOpts};
 use roce_stack::time::Instant;
-use roce_stack::transport::av::{AddressVector, Gid};
+use roce_stack::transport::av::AddressVector;
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, MrKeys, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
-    QpType, SendWr, Sge, Wc, WcStatus, WrOpcode,
+    AccessFlags, Device, MrKeys, Mtu, QpCap, QpInitAttr, QpType, SendWr, Sge, Wc, WcStatus,
+    WrOpcode,
 };
 
 struct Counting;
@@ -75,70 +75,9 @@ const N: usize = 10_000;
 /// I/O virtual address of each side's MR.
 const BASE: u64 = 0x1000_0000;
 
+/// Test side `i` (10.0.0.(i+1)) on a 9000-byte Ethernet.
 fn device(i: u8) -> Device {
-    Device::new(DeviceConfig {
-        mac: [0x02, 0, 0, 0, 0, i + 1],
-        gids: vec![Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, i + 1))],
-        netdev_mtu: 9000,
-        ..DeviceConfig::default()
-    })
-}
-
-/// RESET → INIT → RTR → RTS for QP `qpn` of `d`, addressed to `peer`'s QP
-/// `dest` (IBTA 1.7 §10.3.1).
-fn to_rts(d: &mut Device, qpn: u32, peer: (Gid, [u8; 6]), dest: u32, psn: u32) {
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
-        ..QpAttr::default()
-    };
-    d.modify_qp(
-        qpn,
-        &a,
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
-    )
-    .expect("INIT");
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = AddressVector {
-        dgid: peer.0,
-        dmac: peer.1,
-        hop_limit: 64,
-        ..AddressVector::default()
-    };
-    a.path_mtu = Mtu::Mtu4096;
-    a.dest_qp_num = dest;
-    a.rq_psn = psn;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 1;
-    d.modify_qp(
-        qpn,
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::AV
-            | QpAttrMask::PATH_MTU
-            | QpAttrMask::DEST_QPN
-            | QpAttrMask::RQ_PSN
-            | QpAttrMask::MAX_DEST_RD_ATOMIC
-            | QpAttrMask::MIN_RNR_TIMER,
-    )
-    .expect("RTR");
-    a.qp_state = QpState::Rts;
-    a.sq_psn = psn;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    d.modify_qp(
-        qpn,
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::TIMEOUT
-            | QpAttrMask::RETRY_CNT
-            | QpAttrMask::RNR_RETRY
-            | QpAttrMask::SQ_PSN
-            | QpAttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .expect("RTS");
+    test_device(i, 9000)
 }
 
 /// Live heap of the counting thread, bytes.
@@ -180,8 +119,16 @@ fn measure(sq: u32, rq: u32) -> Heap {
         },
         sq_sig_all: false,
     };
-    let peer = |d: &Device| (d.gid(0).expect("GID 0"), d.config().mac);
-    let (p0, p1) = (peer(&dev[0]), peer(&dev[1]));
+    // RESET → INIT → RTR → RTS (IBTA 1.7 §10.3.1), SQ and RQ PSN alike.
+    let o = ConnOpts {
+        mtu: Mtu::Mtu4096,
+        access,
+        ..ConnOpts::default()
+    };
+    let to_rts = |d: &mut Device, qpn: u32, peer: AddressVector, dest: u32, psn: u32| {
+        modify_to_rts(d, qpn, peer, dest, psn, psn, &o).expect("RTS");
+    };
+    let [p0, p1] = [0, 1].map(|s| av_to(&dev[s]).expect("GID 0"));
     // The servers first, uncounted.
     let srv: Vec<u32> = (0..N)
         .map(|_| dev[1].create_qp(pd[1], &init(1)).expect("create_qp"))

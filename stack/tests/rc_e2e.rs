@@ -5,7 +5,7 @@ use std::time::Duration;
 mod common;
 
 use common::poll_all;
-use roce_stack::testing::{all_access, pattern};
+use roce_stack::testing::{all_access, pattern, post_gathered_send_imm};
 use roce_stack::testing::{connect, ConnOpts, Faults, Pair};
 use roce_stack::verbs::{QpType, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WrOpcode};
 
@@ -57,40 +57,7 @@ fn rc_write_read_send_atomic() {
     assert_eq!(p.dev[0].mr(a.lkey).unwrap().as_slice(), &src[..]);
 
     // SEND 407 bytes from three SGEs (CASES R19 shape) at MTU 1024.
-    let rsge = [Sge {
-        addr: 0x8000_1000,
-        length: 1000,
-        lkey: b.lkey,
-    }];
-    p.dev[1]
-        .post_recv(
-            c.qpn[1],
-            &RecvWr {
-                wr_id: 77,
-                sg_list: &rsge,
-            },
-        )
-        .unwrap();
-    let s3 = [
-        Sge {
-            addr: 0x1000,
-            length: 100,
-            lkey: a.lkey,
-        },
-        Sge {
-            addr: 0x1000 + 500,
-            length: 300,
-            lkey: a.lkey,
-        },
-        Sge {
-            addr: 0x1000 + 1000,
-            length: 7,
-            lkey: a.lkey,
-        },
-    ];
-    let mut wr = SendWr::new(3, WrOpcode::SendWithImm, &s3);
-    wr.imm_data = 0xdead_beef;
-    p.dev[0].post_send(c.qpn[0], &wr).unwrap();
+    post_gathered_send_imm(&mut p.dev, c.qpn, a, 0x1000, b, 0x8000_1000).unwrap();
     assert!(p.run_until(Duration::from_millis(10), |p| p.dev[1]
         .cq(c.cq[1])
         .unwrap()

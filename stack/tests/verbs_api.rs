@@ -415,30 +415,15 @@ fn create_qp_rules() {
 
 #[test]
 fn full_cq_raises_cq_err_never_silent() {
-    let mut p = Pair::new(1500, Faults::default(), 1);
-    let c = connect(
-        &mut p,
-        &ConnOpts {
-            cqe: 2,
-            ..ConnOpts::default()
-        },
-    );
-    let a = p.dev[0]
-        .reg_mr(c.pd[0], pattern(64, 1), 0, all_access())
-        .unwrap();
-    let b = p.dev[1]
-        .reg_mr(c.pd[1], vec![0; 64], 0, all_access())
-        .unwrap();
+    let opts = ConnOpts {
+        cqe: 2,
+        ..ConnOpts::default()
+    };
+    let mut s = setup(1500, &opts, 64);
     for i in 0..3 {
-        let sge = [Sge {
-            addr: 0,
-            length: 64,
-            lkey: a.lkey,
-        }];
-        let mut wr = SendWr::new(i, WrOpcode::RdmaWrite, &sge);
-        wr.rkey = b.rkey;
-        p.dev[0].post_send(c.qpn[0], &wr).unwrap();
+        post_write(&mut s, i, 0, 64, 0);
     }
+    let (p, c) = (&mut s.p, s.c);
     p.advance(Duration::from_millis(10));
     assert_eq!(p.dev[0].qp(c.qpn[0]).unwrap().sq_outstanding(), 0);
     let cq = p.dev[0].cq(c.cq[0]).unwrap();
@@ -450,7 +435,7 @@ fn full_cq_raises_cq_err_never_silent() {
         Some(AsyncEvent::CqErr { cq: c.cq[0] })
     );
     assert_eq!(p.dev[0].poll_event(), None);
-    let wcs = poll_all(&mut p, 0, c.cq[0]);
+    let wcs = poll_all(p, 0, c.cq[0]);
     assert_eq!(
         ids_status(&wcs),
         vec![(0, WcStatus::Success), (1, WcStatus::Success)]

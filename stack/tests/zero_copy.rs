@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use roce_stack::backend::{FrameIo, TxFrame};
 use roce_stack::testing::test_config;
-use roce_stack::testing::{all_access, pattern};
+use roce_stack::testing::{all_access, av_to, modify_to_rts, pattern, ConnOpts};
 use roce_stack::time::Instant;
 use roce_stack::transport::av::{AddressVector, Gid};
 use roce_stack::verbs::{
-    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendWr, Sge, VerbsError, WrOpcode,
+    AccessFlags, Device, DeviceConfig, QpCap, QpInitAttr, QpType, RecvWr, SendWr, Sge, VerbsError,
+    WrOpcode,
 };
 use roce_stack::wire::{Opcode, RocePacket, VlanTag};
 
@@ -81,71 +81,22 @@ fn setup(ipv6: bool, vlan: bool, zc_min: usize) -> Setup {
         };
         qpn[s] = dev[s].create_qp(pd[s], &init).unwrap();
     }
+    let o = ConnOpts {
+        rd_atomic: 4,
+        ..ConnOpts::default()
+    };
     for s in 0..2 {
         let peer = 1 - s;
-        let peer_gid = dev[peer].gid(0).unwrap();
-        let peer_mac = dev[peer].config().mac;
-        let d = &mut dev[s];
-        let mut a = QpAttr {
-            qp_state: QpState::Init,
-            qp_access_flags: all_access(),
-            ..QpAttr::default()
-        };
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::PKEY_INDEX
-                | QpAttrMask::PORT
-                | QpAttrMask::ACCESS_FLAGS,
-        )
-        .unwrap();
-        a.qp_state = QpState::Rtr;
-        a.ah_attr = AddressVector {
-            dgid: peer_gid,
-            dmac: peer_mac,
-            hop_limit: 64,
+        let av = AddressVector {
             vlan: vlan.then_some(VlanTag {
                 pcp: 3,
                 dei: false,
                 vid: 100,
             }),
-            ..AddressVector::default()
+            ..av_to(&dev[peer]).unwrap()
         };
-        a.path_mtu = Mtu::Mtu1024;
-        a.dest_qp_num = qpn[peer];
-        a.rq_psn = 0x100 * (peer as u32 + 1);
-        a.max_dest_rd_atomic = 4;
-        a.min_rnr_timer = 1;
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER,
-        )
-        .unwrap();
-        a.qp_state = QpState::Rts;
-        a.sq_psn = 0x100 * (s as u32 + 1);
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 4;
-        d.modify_qp(
-            qpn[s],
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC,
-        )
-        .unwrap();
+        let (sq_psn, rq_psn) = (o.sq_psn[s], o.sq_psn[peer]);
+        modify_to_rts(&mut dev[s], qpn[s], av, qpn[peer], sq_psn, rq_psn, &o).unwrap();
     }
     Setup { dev, pd, cq, qpn }
 }

@@ -1,6 +1,8 @@
 //! A network namespace with a bridge and two TAP ports, for the tests and
 //! benches that need the kernel between two stacks (`tests/tap_netns.rs`,
-//! `benches/tap.rs`, which include this file with `#[path]`). Needs root.
+//! `benches/tap.rs`, and with [`TapWire`] `tests/perf_processes_tap.rs` and
+//! `ibverbs/tests/tap.rs`, which include this file with `#[path]`). Needs
+//! root.
 //! Everything is removed by [`Netns`]'s `Drop`, on panic too.
 //!
 //! `ROCE_TAP_KEEP_PCAP=1` keeps the capture file (its path is printed);
@@ -277,6 +279,39 @@ impl Drop for Netns {
             eprintln!("capture kept: {}", self.pcap.display());
         } else {
             let _ = std::fs::remove_file(&self.pcap);
+        }
+    }
+}
+
+/// A [`Netns`] whose two TAP ports are persistent devices made inside the
+/// namespace (`ip tuntap add … mode tap`), ports of the bridge and up, for
+/// programs run in the namespace that open them by name. `Drop` deletes the
+/// TAPs, then (the [`Netns`]'s own) the namespace with its bridge.
+pub struct TapWire {
+    /// The namespace; `n.taps` names the two TAPs.
+    pub n: Netns,
+}
+
+impl TapWire {
+    /// [`Netns::new`]`(tag)` with its two TAPs made and enslaved.
+    pub fn new(tag: &str) -> TapWire {
+        let w = TapWire { n: Netns::new(tag) };
+        let ns = w.n.ns.as_str();
+        for t in &w.n.taps {
+            sh(&["ip", "-n", ns, "tuntap", "add", "dev", t, "mode", "tap"]);
+            sh(&["ip", "-n", ns, "link", "set", t, "master", BRIDGE]);
+            sh(&["ip", "-n", ns, "link", "set", t, "up"]);
+        }
+        w
+    }
+}
+
+impl Drop for TapWire {
+    fn drop(&mut self) {
+        for t in &self.n.taps {
+            let _ = Command::new("ip")
+                .args(["-n", &self.n.ns, "link", "del", t])
+                .output();
         }
     }
 }

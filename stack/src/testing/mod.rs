@@ -17,8 +17,8 @@ use std::time::Duration;
 use crate::time::Instant;
 use crate::transport::av::{AddressVector, Gid};
 use crate::verbs::{
-    AccessFlags, Device, DeviceConfig, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState, QpType,
-    VerbsError, Wc,
+    AccessFlags, Device, DeviceConfig, MrKeys, Mtu, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
+    QpType, RecvWr, SendWr, Sge, VerbsError, Wc, WrOpcode,
 };
 use crate::wire::{
     BthRepr, EthRepr, ExtHeaders, Ipv4Repr, Ipv6Repr, NetRepr, PacketRepr, UdpChecksum, UdpRepr,
@@ -283,25 +283,7 @@ impl Pair {
         let (src, dst) = (&self.dev[from], &self.dev[1 - from]);
         let sgid = src.gid(0).unwrap_or_default().to_ip();
         let dgid = dst.gid(0).unwrap_or_default().to_ip();
-        let net = match (sgid, dgid) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => NetRepr::Ipv4(Ipv4Repr {
-                src: s,
-                dst: d,
-                dscp: 0,
-                ecn: 0,
-                ttl: 64,
-                ident: 0,
-                dont_frag: true,
-            }),
-            (s, d) => NetRepr::Ipv6(Ipv6Repr {
-                src: ipv6_of(s),
-                dst: ipv6_of(d),
-                dscp: 0,
-                ecn: 0,
-                flow_label: 0,
-                hop_limit: 64,
-            }),
-        };
+        let net = net_repr(sgid, dgid);
         let repr = PacketRepr {
             eth: EthRepr {
                 dst: dst.config().mac,
@@ -544,6 +526,32 @@ fn ipv6_of(a: IpAddr) -> Ipv6Addr {
     }
 }
 
+/// The IP header of the test frames from `src` to `dst`: DSCP 0, ECN 0, TTL
+/// (hop limit) 64; IPv4 with identification 0 and DF, IPv6 with flow label
+/// 0. Two IPv4 addresses give IPv4; any other pair IPv6 (an IPv4 side
+/// v4-mapped).
+pub fn net_repr(src: IpAddr, dst: IpAddr) -> NetRepr {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => NetRepr::Ipv4(Ipv4Repr {
+            src: s,
+            dst: d,
+            dscp: 0,
+            ecn: 0,
+            ttl: 64,
+            ident: 0,
+            dont_frag: true,
+        }),
+        (s, d) => NetRepr::Ipv6(Ipv6Repr {
+            src: ipv6_of(s),
+            dst: ipv6_of(d),
+            dscp: 0,
+            ecn: 0,
+            flow_label: 0,
+            hop_limit: 64,
+        }),
+    }
+}
+
 /// Create a PD, a CQ and a QP on each side and bring both QPs to RTS, each
 /// addressed to the other.
 pub fn connect(pair: &mut Pair, o: &ConnOpts) -> Conn {
@@ -579,74 +587,143 @@ pub fn connect_with(
     }
     for s in 0..2 {
         let peer = 1 - s;
-        let peer_gid = pair.dev[peer].gid(0).ok_or(VerbsError::NotFound)?;
-        let peer_mac = pair.dev[peer].config().mac;
-        let d = &mut pair.dev[s];
-        let mut a = QpAttr {
-            qp_state: QpState::Init,
-            qp_access_flags: o.access,
-            qkey: o.qkey,
-            ..QpAttr::default()
-        };
-        let init_mask = QpAttrMask::STATE
-            | QpAttrMask::PKEY_INDEX
-            | QpAttrMask::PORT
-            | if o.qp_type == QpType::Ud {
-                QpAttrMask::QKEY
-            } else {
-                QpAttrMask::ACCESS_FLAGS
-            };
-        d.modify_qp(qpn[s], &a, init_mask)?;
-        a.qp_state = QpState::Rtr;
-        a.ah_attr = AddressVector {
-            dgid: peer_gid,
-            dmac: peer_mac,
-            hop_limit: 64,
-            ..AddressVector::default()
-        };
-        a.path_mtu = o.mtu;
-        a.dest_qp_num = qpn[peer];
-        a.rq_psn = o.sq_psn[peer];
-        a.max_dest_rd_atomic = o.rd_atomic;
-        a.min_rnr_timer = o.min_rnr_timer;
-        let rtr_mask = match o.qp_type {
-            QpType::Rc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::AV
-                    | QpAttrMask::PATH_MTU
-                    | QpAttrMask::DEST_QPN
-                    | QpAttrMask::RQ_PSN
-                    | QpAttrMask::MAX_DEST_RD_ATOMIC
-                    | QpAttrMask::MIN_RNR_TIMER
-            }
-            QpType::Uc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::AV
-                    | QpAttrMask::PATH_MTU
-                    | QpAttrMask::DEST_QPN
-                    | QpAttrMask::RQ_PSN
-            }
-            QpType::Ud => QpAttrMask::STATE,
-        };
-        d.modify_qp(qpn[s], &a, rtr_mask)?;
-        a.qp_state = QpState::Rts;
-        a.sq_psn = o.sq_psn[s];
-        a.timeout = o.timeout;
-        a.retry_cnt = o.retry_cnt;
-        a.rnr_retry = o.rnr_retry;
-        a.max_rd_atomic = o.rd_atomic;
-        let rts_mask = match o.qp_type {
-            QpType::Rc => {
-                QpAttrMask::STATE
-                    | QpAttrMask::TIMEOUT
-                    | QpAttrMask::RETRY_CNT
-                    | QpAttrMask::RNR_RETRY
-                    | QpAttrMask::SQ_PSN
-                    | QpAttrMask::MAX_QP_RD_ATOMIC
-            }
-            _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
-        };
-        d.modify_qp(qpn[s], &a, rts_mask)?;
+        let av = av_to(&pair.dev[peer]).ok_or(VerbsError::NotFound)?;
+        let (sq_psn, rq_psn) = (o.sq_psn[s], o.sq_psn[peer]);
+        modify_to_rts(&mut pair.dev[s], qpn[s], av, qpn[peer], sq_psn, rq_psn, o)?;
     }
     Ok(Conn { pd, cq, qpn })
+}
+
+/// Bring QP `qpn` of `dev` from RESET through INIT and RTR to RTS (IBTA 1.7
+/// §10.3.1; the attribute masks `ibv_modify_qp` requires for `o.qp_type`),
+/// sending through `av` to the peer's QP `dest_qpn`: this QP's first PSN is
+/// `sq_psn`, the first it expects `rq_psn`. Every other attribute comes from
+/// `o` (whose `sq_psn` is not read). [`connect_with`] does this for both
+/// sides of a [`Pair`]; tests and benches whose devices sit elsewhere (a
+/// TAP host, thousands of QPs on one device) call it directly.
+///
+/// # Errors
+/// The first error `modify_qp` returns.
+pub fn modify_to_rts(
+    dev: &mut Device,
+    qpn: u32,
+    av: AddressVector,
+    dest_qpn: u32,
+    sq_psn: u32,
+    rq_psn: u32,
+    o: &ConnOpts,
+) -> Result<(), VerbsError> {
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: o.access,
+        qkey: o.qkey,
+        ..QpAttr::default()
+    };
+    let init_mask = QpAttrMask::STATE
+        | QpAttrMask::PKEY_INDEX
+        | QpAttrMask::PORT
+        | if o.qp_type == QpType::Ud {
+            QpAttrMask::QKEY
+        } else {
+            QpAttrMask::ACCESS_FLAGS
+        };
+    dev.modify_qp(qpn, &a, init_mask)?;
+    a.qp_state = QpState::Rtr;
+    a.ah_attr = av;
+    a.path_mtu = o.mtu;
+    a.dest_qp_num = dest_qpn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = o.rd_atomic;
+    a.min_rnr_timer = o.min_rnr_timer;
+    let rtr_mask = match o.qp_type {
+        QpType::Rc => {
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+                | QpAttrMask::MAX_DEST_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER
+        }
+        QpType::Uc => {
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+        }
+        QpType::Ud => QpAttrMask::STATE,
+    };
+    dev.modify_qp(qpn, &a, rtr_mask)?;
+    a.qp_state = QpState::Rts;
+    a.sq_psn = sq_psn;
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.max_rd_atomic = o.rd_atomic;
+    let rts_mask = match o.qp_type {
+        QpType::Rc => {
+            QpAttrMask::STATE
+                | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::SQ_PSN
+                | QpAttrMask::MAX_QP_RD_ATOMIC
+        }
+        _ => QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+    };
+    dev.modify_qp(qpn, &a, rts_mask)?;
+    Ok(())
+}
+
+/// The address vector of a QP sending to `peer`: its GID 0 and MAC, hop
+/// limit 64, the rest default (GID index 0, no VLAN). `None` if `peer` has
+/// no GID 0.
+pub fn av_to(peer: &Device) -> Option<AddressVector> {
+    Some(AddressVector {
+        dgid: peer.gid(0)?,
+        dmac: peer.config().mac,
+        hop_limit: 64,
+        ..AddressVector::default()
+    })
+}
+
+/// The gathered SEND with immediate of the RC end-to-end tests (CASES R19
+/// shape), for one scenario run over several transports (the in-memory wire,
+/// DPDK memif): side 1 posts one 1000-byte receive (wr_id 77) at IOVA
+/// `recv_at` of its MR `b`; side 0 posts on QP `qpn[0]` a signaled SEND with
+/// immediate 0xDEAD_BEEF (wr_id 3) of 407 bytes gathered from its MR `a`:
+/// 100 bytes at IOVA `send_at`, 300 at `send_at + 500`, 7 at
+/// `send_at + 1000`. The caller moves the frames and checks the completions.
+///
+/// # Errors
+/// The first error `post_recv` or `post_send` returns.
+pub fn post_gathered_send_imm(
+    dev: &mut [Device; 2],
+    qpn: [u32; 2],
+    a: MrKeys,
+    send_at: u64,
+    b: MrKeys,
+    recv_at: u64,
+) -> Result<(), VerbsError> {
+    let rsge = [Sge {
+        addr: recv_at,
+        length: 1000,
+        lkey: b.lkey,
+    }];
+    dev[1].post_recv(
+        qpn[1],
+        &RecvWr {
+            wr_id: 77,
+            sg_list: &rsge,
+        },
+    )?;
+    let sge = [(0, 100), (500, 300), (1000, 7)].map(|(off, length)| Sge {
+        addr: send_at + off,
+        length,
+        lkey: a.lkey,
+    });
+    let mut wr = SendWr::new(3, WrOpcode::SendWithImm, &sge);
+    wr.imm_data = 0xdead_beef;
+    dev[0].post_send(qpn[0], &wr)
 }
