@@ -14,9 +14,9 @@ mod ports;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::UdpSocket;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
-use perf_output::{dropped, finish_pair, text};
+use perf_output::{dropped, finish_pair, spawn_roce as spawn, text};
 use ports::free_port;
 
 fn roce() -> Command {
@@ -27,15 +27,6 @@ fn roce() -> Command {
 /// ago ([`ports`]).
 fn free_ports() -> (u16, u16, u16) {
     (free_port(), free_port(), free_port())
-}
-
-fn spawn(args: &[String]) -> Child {
-    roce()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn roce")
 }
 
 fn run_pair(op: &str, size: u64, iters: u64, extra: &[&str]) -> (String, String) {

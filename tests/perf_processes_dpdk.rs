@@ -22,10 +22,10 @@ mod ports;
 #[path = "support/root.rs"]
 mod root;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use memif::MemifPair;
-use perf_output::{finish_pair, text};
+use perf_output::{finish_pair, spawn_roce as spawn, text};
 
 /// The client's and the server's device addresses (distinct: each is the
 /// other's GID in the address vector).
@@ -36,15 +36,6 @@ const SERVER_MAC: &str = "02:00:0a:4d:00:02";
 
 fn skip() -> bool {
     !root::may_run("tests/perf_processes_dpdk.rs", "runs DPDK's EAL", &[])
-}
-
-fn spawn(args: &[String]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn roce")
 }
 
 /// The pairs of this file run one at a time: each process busy-polls its

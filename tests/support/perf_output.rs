@@ -1,10 +1,20 @@
-//! Reading `roce perf` output (`tests/perf_cli.rs`, the two-process tests
-//! `tests/perf_processes*.rs`): perftest's table, the `Total:` line and
-//! the loss line.
+//! Starting `roce perf` processes and reading their output
+//! (`tests/perf_cli.rs`, the two-process tests `tests/perf_processes*.rs`):
+//! perftest's table, the `Total:` line and the loss line.
 // Each test binary uses a part of it.
 #![allow(dead_code)]
 
-use std::process::{Child, Output};
+use std::process::{Child, Command, Output, Stdio};
+
+/// `roce ARGS` of this build, stdout and stderr piped.
+pub fn spawn_roce(args: &[String]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roce")
+}
 
 /// stdout and stderr of a finished process, as text.
 pub fn text(o: &Output) -> (String, String) {

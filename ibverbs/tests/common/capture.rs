@@ -1,18 +1,17 @@
 //! Capturing a run's frames with `dumpcap` (needs root) and checking them
 //! with two things we did not write: tshark must decode every RoCEv2 frame
 //! as InfiniBand over UDP (its `infiniband` BTH fields), and the ICRC in
-//! the frame must equal this file's CRC-32 reference (the `crc` crate's
-//! catalogue CRC-32 over the pseudo-packet of ROCEV2-DIGEST.md §4: FF x 8,
-//! the IPv4 header with TOS, TTL and checksum all-ones, the UDP header with
-//! its checksum all-ones, the BTH with byte 4 all-ones, the rest as sent;
-//! stored least-significant byte first). Used by `capture.rs` (the UDP
-//! backend, on lo) and `tap.rs` (a TAP port in a namespace).
+//! the frame must equal the tests' independent CRC-32 reference
+//! (`tests/common/icrc_ref.rs`: the `crc` crate's catalogue CRC-32 over the
+//! pseudo-packet of ROCEV2-DIGEST.md §4; stored least-significant byte
+//! first). Used by `capture.rs` (the UDP backend, on lo) and `tap.rs` (a
+//! TAP port in a namespace).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+use super::icrc_ref::{reference_icrc, Form};
 
 /// RoCEv2's UDP port (tshark decodes it without being told).
 pub const ROCE_PORT: u16 = 4791;
@@ -167,18 +166,7 @@ pub fn icrc_of(frame: &[u8], port: u16) -> Option<([u8; 4], [u8; 4])> {
     if be16(udp, 0) != usize::from(port) && be16(udp, 2) != usize::from(port) {
         return None;
     }
-    let covered = &ip[..total - 4];
-    let mut pseudo = vec![0xffu8; 8];
-    pseudo.extend_from_slice(covered);
-    let p = &mut pseudo[8..];
-    p[1] = 0xff; // TOS
-    p[8] = 0xff; // TTL
-    p[10] = 0xff; // header checksum
-    p[11] = 0xff;
-    p[20 + 6] = 0xff; // UDP checksum
-    p[20 + 7] = 0xff;
-    p[28 + 4] = 0xff; // BTH byte 4: FECN, BECN, Resv6a
-    let reference = CRC32.checksum(&pseudo).to_le_bytes();
+    let reference = reference_icrc(Form::V2Ipv4, &ip[..total - 4]).to_le_bytes();
     let stored: [u8; 4] = ip[total - 4..total].try_into().ok()?;
     Some((stored, reference))
 }

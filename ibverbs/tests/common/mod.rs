@@ -8,6 +8,10 @@
 
 pub mod capture;
 
+// The independent ICRC reference of the main crate's tests.
+#[path = "../../../tests/common/icrc_ref.rs"]
+pub mod icrc_ref;
+
 #[path = "../../../tests/support/ports.rs"]
 mod ports;
 
