@@ -1500,6 +1500,37 @@ unsafe fn convert_recv(w: &ibv_recv_wr, max_sge: usize) -> Result<RecvOwned, c_i
     Ok(o)
 }
 
+/// Post every WR of the list at `wr` with `post`, in order, as
+/// ibv_post_recv and ibv_post_srq_recv do: at the first that fails, `*bad`
+/// (if not NULL) names it and its errno is returned; 0 when all were posted.
+///
+/// # Safety
+/// `wr` is NULL or heads a valid `ibv_recv_wr` list (each `sg_list` valid
+/// for `num_sge` entries), and `bad` is NULL or writable.
+unsafe fn post_recv_list(
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+    max_sge: usize,
+    mut post: impl FnMut(&RecvOwned) -> Result<(), Errno>,
+) -> c_int {
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a WR of the caller's valid list.
+        let w = unsafe { &*cur };
+        // SAFETY: `w`'s scatter list is valid, per this function's contract.
+        let r = unsafe { convert_recv(w, max_sge) }.and_then(|o| post(&o).map_err(|Errno(e)| e));
+        if let Err(e) = r {
+            if !bad.is_null() {
+                // SAFETY: the caller's out pointer.
+                unsafe { *bad = cur };
+            }
+            return e;
+        }
+        cur = w.next;
+    }
+    0
+}
+
 unsafe extern "C" fn post_recv(
     qp: *mut ibv_qp,
     wr: *mut ibv_recv_wr,
@@ -1520,27 +1551,13 @@ unsafe extern "C" fn post_recv(
         }
         return libc::EINVAL;
     }
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a WR of the caller's valid list.
-        let w = unsafe { &*cur };
-        // SAFETY: per ibv_post_recv's contract.
-        let r = unsafe { convert_recv(w, q.cap.max_recv_sge as usize) }.and_then(|o| {
-            ctx.inner
-                .live()
-                .and_then(|l| l.post_recv(q.qp.qp_num, &o))
-                .map_err(|Errno(e)| e)
-        });
-        if let Err(e) = r {
-            if !bad.is_null() {
-                // SAFETY: the caller's out pointer.
-                unsafe { *bad = cur };
-            }
-            return e;
-        }
-        cur = w.next;
+    // SAFETY: per ibv_post_recv's contract, `wr` heads a valid list and a
+    // non-NULL `bad` is the caller's out pointer.
+    unsafe {
+        post_recv_list(wr, bad, q.cap.max_recv_sge as usize, |o| {
+            ctx.inner.live().and_then(|l| l.post_recv(q.qp.qp_num, o))
+        })
     }
-    0
 }
 
 // ---- SRQ ----------------------------------------------------------------
@@ -1670,27 +1687,12 @@ unsafe extern "C" fn post_srq_recv(
     let Some(ctx) = ctx else {
         return libc::EINVAL;
     };
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a WR of the caller's valid list.
-        let w = unsafe { &*cur };
-        // SAFETY: per ibv_post_srq_recv's contract.
-        let r = unsafe { convert_recv(w, s.max_sge as usize) }.and_then(|o| {
-            ctx.inner
-                .live()
-                .and_then(|l| l.post_srq_recv(s.id, &o))
-                .map_err(|Errno(e)| e)
-        });
-        if let Err(e) = r {
-            if !bad.is_null() {
-                // SAFETY: the caller's out pointer.
-                unsafe { *bad = cur };
-            }
-            return e;
-        }
-        cur = w.next;
+    // SAFETY: per ibv_post_srq_recv's contract, as in post_recv.
+    unsafe {
+        post_recv_list(wr, bad, s.max_sge as usize, |o| {
+            ctx.inner.live().and_then(|l| l.post_srq_recv(s.id, o))
+        })
     }
-    0
 }
 
 // ---- AH -----------------------------------------------------------------
