@@ -353,6 +353,12 @@ impl HeaderCache {
     /// Debug builds: the fast path's frame `buf[..frame_len]` (payload at
     /// `off`) equals what the full builder (`PacketRepr::emit`, checked
     /// against the reference vectors) writes for the same packet.
+    ///
+    /// Called only on a frame this cache just built (`finalize_fast`
+    /// returned `Some(frame_len)` for this `buf`): the flow cache exists and
+    /// `off + len <= frame_len <= buf.len()`, so the slicing cannot fail and
+    /// a panic here is a failed cross-check of our own transmit path, never
+    /// a reaction to received bytes.
     #[cfg(debug_assertions)]
     pub fn check_fast_frame(
         &self,
