@@ -580,7 +580,13 @@ impl Live {
     ///   not burn a core.
     /// - A backend without a descriptor (DPDK, a poll-mode driver) naps
     ///   [`POLL_MODE_NAP`] instead of blocking.
+    /// - It blocks every asynchronous signal
+    ///   ([`sys::block_async_signals`]): the program's handlers run on the
+    ///   program's threads.
     fn progress(self: Arc<Self>) {
+        if let Err(err) = sys::block_async_signals() {
+            tracing::warn!(%err, "progress thread: signals not blocked");
+        }
         let mut fds = vec![self.kick.as_raw_fd()];
         let backend_fd = self.lock().io.fd;
         tracing::info!(?backend_fd, "progress thread started");
@@ -1248,5 +1254,58 @@ fn srq_topup(
             }
         }
         Err(_) => s.pool.push_front(w),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's view (`/proc/self/task/*/status`, `SigBlk`) of the
+    /// progress thread: process-directed signals such as perftest's
+    /// `SIGALRM` (`-D`) are blocked there, so they run on the program's
+    /// own threads; fault signals are not.
+    #[test]
+    fn progress_thread_blocks_asynchronous_signals() {
+        // An address no other test of the workspace binds (port 4791).
+        let cfg = Config::from_lookup(|k| match k {
+            "ROCE_LOCAL_IP" => Some("127.0.0.21".to_string()),
+            _ => None,
+        })
+        .unwrap();
+        let ctx = Context::new(&cfg).unwrap();
+        ctx.live().expect("device opens on 127.0.0.21");
+        let mut blocked = None;
+        for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.trim() == "roce-progress" {
+                let st = std::fs::read_to_string(t.path().join("status")).unwrap();
+                let hex = st
+                    .lines()
+                    .find_map(|l| l.strip_prefix("SigBlk:"))
+                    .unwrap()
+                    .trim()
+                    .to_string();
+                blocked = Some(u64::from_str_radix(&hex, 16).unwrap());
+            }
+        }
+        ctx.close();
+        let m = blocked.expect("a roce-progress thread");
+        let bit = |s: i32| m & (1u64 << (s - 1)) != 0;
+        for s in [
+            libc::SIGALRM,
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGUSR1,
+            libc::SIGCHLD,
+        ] {
+            assert!(
+                bit(s),
+                "signal {s} deliverable to the progress thread: {m:#x}"
+            );
+        }
+        for s in [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL] {
+            assert!(!bit(s), "fault signal {s} blocked: {m:#x}");
+        }
     }
 }
