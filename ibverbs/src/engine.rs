@@ -13,12 +13,17 @@
 //!   holds the engine drains before letting it go;
 //! - the progress thread, so that ACKs, READ responses, retransmissions and
 //!   completion events happen while the application sleeps (the perftest
-//!   server waits in a TCP `read()` for the whole run). It stands aside
-//!   while an application thread busy-polls a CQ (that thread then does
-//!   the receiving), polls while frames move and for a few microseconds
-//!   after, and otherwise sleeps in poll(2) on the backend's descriptor
-//!   (and a kick eventfd) until a frame arrives or the device's next timer
-//!   is due, so an idle process does not burn a core.
+//!   server waits in a TCP `read()` for the whole run). It stands aside,
+//!   asleep, while an application thread busy-polls a CQ (that thread then
+//!   does the receiving), polls while frames move and for a few
+//!   microseconds after, and otherwise sleeps in poll(2) on the backend's
+//!   descriptor (and a kick eventfd) until a frame arrives or the device's
+//!   next timer is due, so an idle process does not burn a core.
+//!
+//! Plain ACKs wait (at most [`ack_hold::ACK_HOLD`]) for this process's
+//! next request and go out behind it, so that a ping-pong's answer reaches
+//! the peer's `ibv_poll_cq` before the ACK that ends that poll
+//! ([`crate::ack_hold`]).
 //!
 //! # Emulated in this layer
 //! - Completion channels: a CQ armed by `ibv_req_notify_cq` that holds a
@@ -54,6 +59,7 @@ use roce_stack::verbs::{
 use roce_stack::wire::opcode::OpKind;
 use roce_stack::wire::{ExtHeader, RocePacket};
 
+use crate::ack_hold::{self, Held};
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::ffi::sys;
@@ -71,10 +77,24 @@ const POLL_MODE_NAP: Duration = Duration::from_micros(50);
 /// DPDK): the next frame of a ping-pong or a stream is taken without a
 /// wake-up.
 const LINGER: Duration = Duration::from_micros(30);
-/// How recent an application's empty `ibv_poll_cq` must be for the
-/// progress thread to leave the backend to that thread
-/// ([`Live::app_polling`]).
-const APP_POLLING: Duration = Duration::from_micros(20);
+/// How recent an application's `ibv_poll_cq` must be for the progress
+/// thread to leave the backend to that thread ([`Live::app_polling`]).
+/// Far longer than a ping-pong program spends between two polls: with 20
+/// us, an application thread that lost its CPU for a moment (on a machine
+/// with fewer cores than busy threads, to this very progress thread waking
+/// up) made the progress thread take over, and the two then took turns on
+/// the CPUs: typical `ib_write_lat` 16-29 us in half of the runs instead of
+/// 4.
+const APP_POLLING: Duration = Duration::from_micros(200);
+/// An application thread spinning on an empty CQ yields its CPU once per
+/// this many empty polls ([`Live::poll_cq`]).
+const YIELD_EVERY: u32 = 16;
+/// The progress thread's first nap while an application thread polls
+/// ([`Live::progress`]); each nap that finds the application still polling
+/// doubles the next, up to [`STAND_ASIDE_MAX`].
+const STAND_ASIDE_MIN: Duration = Duration::from_micros(20);
+/// The progress thread's longest nap while an application thread polls.
+const STAND_ASIDE_MAX: Duration = Duration::from_millis(1);
 /// How long `modify_qp` / `create_ah` wait for ARP / neighbour discovery on
 /// an Ethernet backend.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -283,6 +303,8 @@ struct Engine {
     qps: HashMap<u32, QpInfo>,
     /// The SRQ WQE parked in a QP's own receive queue, per QPN.
     parked: HashMap<u32, (u32, RecvOwned)>,
+    /// Plain ACKs held until this process's next request goes out.
+    held: Held,
 }
 
 /// The running part of an opened device: the engine and its progress
@@ -305,6 +327,9 @@ pub struct Live {
     /// nothing, ns since `epoch`; 0 after one that found completions (the
     /// application is likely to do something else next).
     app_polled: AtomicU64,
+    /// Empty `ibv_poll_cq` calls in a row (the application yields its CPU
+    /// once per [`YIELD_EVERY`]).
+    empty_polls: AtomicU32,
 }
 
 impl std::fmt::Debug for Live {
@@ -364,6 +389,7 @@ impl Live {
                 cqs: HashMap::new(),
                 qps: HashMap::new(),
                 parked: HashMap::new(),
+                held: Held::default(),
             }),
             pending: Mutex::new(VecDeque::new()),
             pending_len: AtomicUsize::new(0),
@@ -378,6 +404,7 @@ impl Live {
             mac,
             thread: Mutex::new(None),
             app_polled: AtomicU64::new(0),
+            empty_polls: AtomicU32::new(0),
         });
         let c = ctx.clone();
         let t = thread::Builder::new()
@@ -399,6 +426,10 @@ impl Live {
         if let Some(t) = t {
             let _ = t.join();
         }
+        // The last message's ACK may still be held: the peer waits for it.
+        let mut g = self.lock();
+        let now = self.now();
+        while !g.held.is_empty() && transmit(&mut g, now, true) > 0 {}
     }
 
     /// The device's MAC (the backend's).
@@ -424,9 +455,9 @@ impl Live {
     fn release<'a>(&'a self, mut g: MutexGuard<'a, Engine>) {
         loop {
             if self.pending_len.load(Ordering::SeqCst) > 0 {
-                self.drain_pending(&mut g);
+                let sent = self.drain_pending(&mut g);
                 let now = self.now();
-                transmit(&mut g, now);
+                transmit(&mut g, now, sent);
             }
             drop(g);
             if self.pending_len.load(Ordering::SeqCst) == 0 {
@@ -439,14 +470,16 @@ impl Live {
         }
     }
 
-    fn drain_pending(&self, e: &mut Engine) {
+    /// Hand the queued posts to the device; whether one was a send.
+    fn drain_pending(&self, e: &mut Engine) -> bool {
         let items: Vec<Pending> = match self.pending.lock() {
             Ok(mut q) => {
                 self.pending_len.store(0, Ordering::SeqCst);
                 q.drain(..).collect()
             }
-            Err(_) => return,
+            Err(_) => return false,
         };
+        let sends = items.iter().any(|p| matches!(p, Pending::Send(..)));
         for p in items {
             let r = match &p {
                 Pending::Send(qpn, w) => e.dev.post_send(*qpn, &w.as_wr()),
@@ -459,6 +492,7 @@ impl Live {
                 );
             }
         }
+        sends
     }
 
     fn queue(&self, p: Pending) {
@@ -502,10 +536,8 @@ impl Live {
         // Posts queued while this pump received (an application that spins
         // on its buffer posts its answer as soon as a WRITE lands) go out
         // in this burst, with the ACKs.
-        if self.pending_len.load(Ordering::SeqCst) > 0 {
-            self.drain_pending(e);
-        }
-        let tx = transmit(e, now);
+        let sent = self.pending_len.load(Ordering::SeqCst) > 0 && self.drain_pending(e);
+        let tx = transmit(e, now, sent);
         self.after_pump(e, srq_events);
         rx + tx
     }
@@ -557,9 +589,9 @@ impl Live {
     }
 
     /// Whether an application thread is busy-polling a CQ: its last
-    /// `ibv_poll_cq` pumped the backend, found nothing, and was less than
-    /// [`APP_POLLING`] ago. The progress thread then leaves the backend to
-    /// it.
+    /// `ibv_poll_cq` was less than [`APP_POLLING`] ago, and it has not gone
+    /// to sleep on a channel since. The progress thread then leaves the
+    /// backend to it.
     fn app_polling(&self) -> bool {
         let t = self.app_polled.load(Ordering::Relaxed);
         t != 0 && self.now().as_nanos().saturating_sub(t) < APP_POLLING.as_nanos() as u64
@@ -568,9 +600,10 @@ impl Live {
     /// The progress thread.
     ///
     /// - While an application thread busy-polls a CQ (`app_polling`), that
-    ///   thread pumps the backend itself and this one only yields: one
-    ///   thread per process on the backend, so a frame is taken by whoever
-    ///   runs, and the two do not take turns on a CPU for one frame.
+    ///   thread pumps the backend itself and this one naps, from
+    ///   [`STAND_ASIDE_MIN`] growing to [`STAND_ASIDE_MAX`]: one thread per
+    ///   process on the backend, so a frame is taken by whoever runs, and
+    ///   the two do not take turns on a CPU for one frame.
     /// - Otherwise it pumps while frames move, then polls on for
     ///   [`LINGER`], yielding between passes (the next frame of a ping-pong
     ///   is usually a few microseconds away, and a wake-up from poll(2)
@@ -587,6 +620,11 @@ impl Live {
         if let Err(err) = sys::block_async_signals() {
             tracing::warn!(%err, "progress thread: signals not blocked");
         }
+        // Its naps while it stands aside end when asked, not up to 50 us
+        // later: a frame only it can take waits that long.
+        if let Err(err) = sys::set_timer_slack(1_000) {
+            tracing::warn!(%err, "progress thread: timer slack not set");
+        }
         let mut fds = vec![self.kick.as_raw_fd()];
         let backend_fd = self.lock().io.fd;
         tracing::info!(?backend_fd, "progress thread started");
@@ -594,12 +632,22 @@ impl Live {
             fds.push(fd);
         }
         let mut last_moved = std::time::Instant::now();
+        let mut nap = STAND_ASIDE_MIN;
         while !self.stop.load(Ordering::SeqCst) {
             if self.app_polling() {
-                thread::yield_now();
+                // Asleep, not yielding: a runnable thread here would take
+                // turns on a CPU with the application's. Not on the
+                // backend's descriptor either: every frame the application
+                // takes would wake it. Each wake-up costs the application
+                // a few microseconds of its CPU (every 70 us: typical
+                // ib_write_lat 10 us instead of 4), so the naps grow while
+                // the application goes on polling.
+                let _ = sys::poll_readable(&fds[..1], nap);
+                nap = (nap * 2).min(STAND_ASIDE_MAX);
                 last_moved = std::time::Instant::now();
                 continue;
             }
+            nap = STAND_ASIDE_MIN;
             let mut g = self.lock();
             let now = self.now();
             let mut moved = 0;
@@ -636,6 +684,16 @@ impl Live {
             }
             if t.is_zero() {
                 continue;
+            }
+            {
+                // Held ACKs go out before a sleep that may outlast their
+                // hold.
+                let mut g = self.lock();
+                if !g.held.is_empty() {
+                    let now = self.now();
+                    transmit(&mut g, now, true);
+                }
+                self.release(g);
             }
             match sys::poll_readable(&fds, t) {
                 Ok(bits) if bits & 1 != 0 => {
@@ -878,7 +936,7 @@ impl Live {
             if let Ok(mut g) = self.eng.try_lock() {
                 let r = g.dev.post_send(qpn, &wr.as_wr());
                 let now = self.now();
-                transmit(&mut g, now);
+                transmit(&mut g, now, true);
                 self.release(g);
                 return Ok(r?);
             }
@@ -907,16 +965,24 @@ impl Live {
     /// the CQ has fewer than asked for. 0 when the engine is busy (the
     /// progress thread holds it for one burst).
     pub fn poll_cq(&self, id: u32, out: &mut [Wc]) -> usize {
+        // Found something or not, and even when the progress thread holds
+        // the engine, this thread is polling: a ping-pong program comes
+        // straight back after handling what it found, and the progress
+        // thread, seeing this, lets go of the backend after its burst.
+        // (Marked only after a successful try_lock, a poll that keeps
+        // finding the progress thread busy would keep it busy: ~30 us per
+        // ib_write_lat round until the two happened to miss each other.)
+        let now = self.now();
+        self.app_polled
+            .store(now.as_nanos().max(1), Ordering::Relaxed);
         let Ok(mut g) = self.eng.try_lock() else {
             return 0;
         };
         let mut n = g.dev.poll_cq(id, out);
+        let mut moved = 0;
         if n < out.len() {
-            let now = self.now();
-            self.pump(&mut g, now);
+            moved = self.pump(&mut g, now);
             n += g.dev.poll_cq(id, &mut out[n..]);
-            self.app_polled
-                .store(if n == 0 { now.as_nanos() } else { 0 }, Ordering::Relaxed);
         }
         if !g.parked.is_empty() {
             for wc in &out[..n] {
@@ -932,14 +998,19 @@ impl Live {
             }
         }
         self.release(g);
-        if n == 0 {
-            // An application that spins on an empty CQ holds a core; give
-            // it up for a moment so that the progress thread of this or
-            // another process, woken by a frame, runs now rather than at
-            // the end of the spinner's time slice (on a 2-core machine with
-            // two spinning programs: typical ib_write_lat 6 us instead of
-            // 6 ms).
-            thread::yield_now();
+        if n == 0 && moved == 0 {
+            // An application that spins on an empty CQ holds a core; now
+            // and then it gives it up for a moment, so that another
+            // runnable thread (another process's progress thread, woken by
+            // a frame) runs now rather than at the end of the spinner's
+            // time slice. Not at every empty poll: sched_yield(2) costs
+            // about what the poll does, and would double the time to see
+            // the next frame.
+            if self.empty_polls.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1 {
+                thread::yield_now();
+            }
+        } else {
+            self.empty_polls.store(0, Ordering::Relaxed);
         }
         n
     }
@@ -1037,6 +1108,7 @@ impl Live {
     /// Wake the progress thread: the application is about to sleep on a
     /// channel or the async descriptor.
     pub fn app_sleeps(&self) {
+        self.app_polled.store(0, Ordering::Relaxed);
         self.kick_progress();
     }
 
@@ -1200,10 +1272,33 @@ impl Context {
     }
 }
 
-/// One transmit burst (the pump's transmit half).
-fn transmit(e: &mut Engine, now: Instant) -> usize {
-    let Engine { dev, io, .. } = e;
-    roce_io::pump::transmit(dev, io, now, BURST).unwrap_or_else(|err| {
+/// One transmit burst (the pump's transmit half): the device's frames,
+/// with its plain ACKs held back ([`crate::ack_hold`]); then every held
+/// frame with `flush` (a request of this process is in the burst, or the
+/// progress thread is about to sleep), else those that are due.
+fn transmit(e: &mut Engine, now: Instant, flush: bool) -> usize {
+    let Engine { dev, io, held, .. } = e;
+    let mut dev_empty = false;
+    io.tx_burst(BURST, &mut |buf| {
+        while !dev_empty {
+            let Some(n) = dev.poll_transmit(now, buf) else {
+                dev_empty = true;
+                break;
+            };
+            match ack_hold::classify(&buf[..n]) {
+                ack_hold::Kind::Other => return Some(n),
+                ack_hold::Kind::PlainAck(k) => held.hold_ack(k, now, &buf[..n]),
+                ack_hold::Kind::Response if held.is_empty() => return Some(n),
+                ack_hold::Kind::Response => held.queue_behind(&buf[..n]),
+            }
+        }
+        if flush || held.due(now) {
+            held.pop_into(buf)
+        } else {
+            None
+        }
+    })
+    .unwrap_or_else(|err| {
         tracing::warn!(%err, "backend transmit failed");
         0
     })
@@ -1275,19 +1370,13 @@ mod tests {
         .unwrap();
         let ctx = Context::new(&cfg).unwrap();
         ctx.live().expect("device opens on 127.0.0.21");
+        // The thread names itself and sets its mask as it starts: look
+        // until it has (or for 10 s).
         let mut blocked = None;
-        for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-            if comm.trim() == "roce-progress" {
-                let st = std::fs::read_to_string(t.path().join("status")).unwrap();
-                let hex = st
-                    .lines()
-                    .find_map(|l| l.strip_prefix("SigBlk:"))
-                    .unwrap()
-                    .trim()
-                    .to_string();
-                blocked = Some(u64::from_str_radix(&hex, 16).unwrap());
-            }
+        let start = std::time::Instant::now();
+        while blocked.is_none_or(|m| m == 0) && start.elapsed() < Duration::from_secs(10) {
+            blocked = progress_sigblk();
+            thread::sleep(Duration::from_millis(5));
         }
         ctx.close();
         let m = blocked.expect("a roce-progress thread");
@@ -1307,5 +1396,18 @@ mod tests {
         for s in [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL] {
             assert!(!bit(s), "fault signal {s} blocked: {m:#x}");
         }
+    }
+
+    /// `SigBlk` of the thread named `roce-progress`, if there is one.
+    fn progress_sigblk() -> Option<u64> {
+        for t in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.trim() == "roce-progress" {
+                let st = std::fs::read_to_string(t.path().join("status")).ok()?;
+                let hex = st.lines().find_map(|l| l.strip_prefix("SigBlk:"))?;
+                return u64::from_str_radix(hex.trim(), 16).ok();
+            }
+        }
+        None
     }
 }

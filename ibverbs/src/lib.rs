@@ -25,6 +25,7 @@
 //! functions), the `ibv_wr_*` API, memory windows, multicast, XRC, flow
 //! steering, resizing CQs, re-registering MRs.
 
+pub mod ack_hold;
 pub mod backend;
 pub mod config;
 pub mod engine;

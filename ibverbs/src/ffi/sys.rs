@@ -145,3 +145,19 @@ pub fn block_async_signals() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Set the calling thread's timer slack (prctl(2) `PR_SET_TIMERSLACK`), in
+/// nanoseconds: how late the kernel may end its sleeps to batch wake-ups
+/// (default 50 us).
+///
+/// # Errors
+/// prctl(2)'s.
+pub fn set_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long by value and touches
+    // no memory of ours.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
