@@ -25,7 +25,7 @@
 //! request at once.
 //!
 //! ```text
-//! //= IBTA 1.7 §9.7.5.1, as ROCEV2-DIGEST §7 states it ("ACKs / coalescing")
+//! //= ROCEV2-DIGEST §5 "ACKs / coalescing" (IBTA 1.7 §9.7.5.1, rxe)
 //! //# an ACK/NAK acknowledges every earlier PSN (cumulative)
 //! ```
 //! Nothing but plain ACKs is ever delayed, and a delay is bounded (the
@@ -78,11 +78,16 @@ pub enum Kind {
 pub fn classify(frame: &[u8]) -> Kind {
     // The common frame (no VLAN tag, IPv4 without options, IBTA Annex
     // A17.4's header order): the BTH opcode at 14 + 20 + 8, looked up in
-    // the opcode table; a request needs no parse.
+    // the opcode table; only an ACKNOWLEDGE needs a parse (for its AETH
+    // and connection).
     if frame.len() > 42 && frame[12..14] == [0x08, 0x00] && frame[14] == 0x45 {
-        let info = Opcode(frame[42]).info();
+        let op = Opcode(frame[42]);
+        let info = op.info();
         if info.supported && info.is_request {
             return Kind::Other;
+        }
+        if info.supported && op != Opcode::RC_ACKNOWLEDGE {
+            return Kind::Response;
         }
     }
     let Ok(p) = RocePacket::parse_with(frame, ParseMode::Strict) else {
@@ -252,6 +257,9 @@ mod tests {
         // NAK (PSN sequence error, 0x60) and RNR NAK (0x20): responses.
         assert_eq!(classify(&frame(0x11, 0x60, 0x12)), Kind::Response);
         assert_eq!(classify(&frame(0x11, 0x20, 0x12)), Kind::Response);
+        // RDMA READ RESPONSE ONLY (0x10), ATOMIC ACKNOWLEDGE (0x12).
+        assert_eq!(classify(&frame(0x10, 0x1F, 0x12)), Kind::Response);
+        assert_eq!(classify(&frame(0x12, 0x1F, 0x12)), Kind::Response);
         // SEND ONLY (0x04), RDMA WRITE ONLY (0x0A): requests.
         assert_eq!(classify(&frame(0x04, 0, 0x12)), Kind::Other);
         assert_eq!(classify(&frame(0x0A, 0, 0x12)), Kind::Other);
