@@ -136,9 +136,7 @@ impl Held {
             f.now |= f.replaced >= ACK_HOLD_MESSAGES;
             return;
         }
-        let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.extend_from_slice(frame);
+        let bytes = self.copy(frame);
         self.q.push_back(Frame {
             key: Some(key),
             since: now,
@@ -155,9 +153,7 @@ impl Held {
         for f in &mut self.q {
             f.now = true;
         }
-        let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.extend_from_slice(frame);
+        let bytes = self.copy(frame);
         self.q.push_back(Frame {
             key: None,
             since: Instant::ZERO,
@@ -165,6 +161,14 @@ impl Held {
             replaced: 0,
             bytes,
         });
+    }
+
+    /// `frame` in a buffer of the spare list (or a new one).
+    fn copy(&mut self, frame: &[u8]) -> Vec<u8> {
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(frame);
+        bytes
     }
 
     /// Whether the oldest frame is due at `now`: a response queued behind
