@@ -15,7 +15,12 @@
 //! So a plain ACK (opcode ACKNOWLEDGE, syndrome ACK) the device produces is
 //! held for at most [`ACK_HOLD`], and goes out right after the next request
 //! this process transmits (a post), or when it is that old or has absorbed
-//! [`ACK_HOLD_MESSAGES`] newer ones, or before the progress thread sleeps. A newer plain ACK of the same connection
+//! [`ACK_HOLD_MESSAGES`] newer ones, or when the program has polled an
+//! empty CQ [`FLUSH_AFTER_EMPTY_POLLS`] times in a row (it waits, and may
+//! wait for the peer's answer to these ACKs: two programs whose send
+//! windows are full would otherwise wait out the hold on each other), or
+//! before the progress thread sleeps. A process that has not posted a send
+//! for [`RECENT_POST`] (a bandwidth test's receiver) holds nothing. A newer plain ACK of the same connection
 //! replaces a held one. Any other response of the device (a NAK, an RNR
 //! NAK, a READ response, an ATOMIC ACKNOWLEDGE) sends the held ACKs first,
 //! so the responses of a connection keep their order.
@@ -42,6 +47,13 @@ use roce_stack::wire::{AethSyndrome, Opcode, ParseMode, RocePacket};
 /// hold does not run out when the program loses its CPU for a moment; far
 /// shorter than any requester's retransmission timer.
 pub const ACK_HOLD: Duration = Duration::from_micros(50);
+/// ACKs are held only by a process that posted a send this recently: one
+/// that answers what it receives.
+pub const RECENT_POST: Duration = Duration::from_millis(1);
+/// After this many empty `ibv_poll_cq` calls in a row the held ACKs go out.
+/// More than the one or two a ping-pong's answer can take to arrive behind
+/// its first frame.
+pub const FLUSH_AFTER_EMPTY_POLLS: u32 = 8;
 /// How many newer ACKs of its connection a held ACK absorbs before it is
 /// due: a receiver that polls and never answers (a bandwidth test's) still
 /// sends an ACK per this many messages, not one per [`ACK_HOLD`].

@@ -308,6 +308,8 @@ struct Engine {
     parked: HashMap<u32, (u32, RecvOwned)>,
     /// Plain ACKs held until this process's next request goes out.
     held: Held,
+    /// When this process last posted a send ([`ack_hold::RECENT_POST`]).
+    last_send_post: Option<Instant>,
 }
 
 /// The running part of an opened device: the engine and its progress
@@ -395,6 +397,7 @@ impl Live {
                 qps: HashMap::new(),
                 parked: HashMap::new(),
                 held: Held::default(),
+                last_send_post: None,
             }),
             pending: Mutex::new(VecDeque::new()),
             pending_len: AtomicUsize::new(0),
@@ -412,6 +415,10 @@ impl Live {
             empty_polls: AtomicU32::new(0),
             app_rx_full: AtomicBool::new(false),
         });
+        if let Ok(mut l) = LIVE.lock() {
+            l.retain(|w| w.strong_count() > 0);
+            l.push(Arc::downgrade(&ctx));
+        }
         let c = ctx.clone();
         let t = thread::Builder::new()
             .name("roce-progress".into())
@@ -436,6 +443,16 @@ impl Live {
         let mut g = self.lock();
         let now = self.now();
         while !g.held.is_empty() && transmit(&mut g, now, true) > 0 {}
+    }
+
+    /// Send what is held now, if the engine is free (for [`flush_held_at_exit`]).
+    fn flush_held(&self) {
+        if let Ok(mut g) = self.eng.try_lock() {
+            if !g.held.is_empty() {
+                let now = self.now();
+                while !g.held.is_empty() && transmit(&mut g, now, true) > 0 {}
+            }
+        }
     }
 
     /// The device's MAC (the backend's).
@@ -486,6 +503,9 @@ impl Live {
             Err(_) => return false,
         };
         let sends = items.iter().any(|p| matches!(p, Pending::Send(..)));
+        if sends {
+            e.last_send_post = Some(self.now());
+        }
         for p in items {
             let r = match &p {
                 Pending::Send(qpn, w) => e.dev.post_send(*qpn, &w.as_wr()),
@@ -845,6 +865,13 @@ impl Live {
     pub fn destroy_qp(&self, qpn: u32) -> Result<(), Errno> {
         let mut g = self.lock();
         self.drain_pending(&mut g);
+        // The program is done with the connection: the ACKs it holds (the
+        // one for the last message received, at least) go now, while the
+        // peer still listens, not at close.
+        if !g.held.is_empty() {
+            let now = self.now();
+            transmit(&mut g, now, true);
+        }
         let back = g
             .parked
             .remove(&qpn)
@@ -949,6 +976,7 @@ impl Live {
             if let Ok(mut g) = self.eng.try_lock() {
                 let r = g.dev.post_send(qpn, &wr.as_wr());
                 let now = self.now();
+                g.last_send_post = Some(now);
                 transmit(&mut g, now, true);
                 self.release(g);
                 return Ok(r?);
@@ -1004,6 +1032,17 @@ impl Live {
             moved = rx + tx;
             n += g.dev.poll_cq(id, &mut out[n..]);
         }
+        let empty_polls = if n == 0 && moved == 0 {
+            self.empty_polls.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            self.empty_polls.store(0, Ordering::Relaxed);
+            0
+        };
+        if empty_polls >= ack_hold::FLUSH_AFTER_EMPTY_POLLS && !g.held.is_empty() {
+            // The program is waiting, not about to answer: what it waits
+            // for may be the peer's answer to these ACKs.
+            transmit(&mut g, now, true);
+        }
         if !g.parked.is_empty() {
             for wc in &out[..n] {
                 if matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm)
@@ -1018,7 +1057,7 @@ impl Live {
             }
         }
         self.release(g);
-        if n == 0 && moved == 0 {
+        if empty_polls % YIELD_EVERY == YIELD_EVERY - 1 {
             // An application that spins on an empty CQ holds a core; now
             // and then it gives it up for a moment, so that another
             // runnable thread (another process's progress thread, woken by
@@ -1026,11 +1065,7 @@ impl Live {
             // time slice. Not at every empty poll: sched_yield(2) costs
             // about what the poll does, and would double the time to see
             // the next frame.
-            if self.empty_polls.fetch_add(1, Ordering::Relaxed) % YIELD_EVERY == YIELD_EVERY - 1 {
-                thread::yield_now();
-            }
-        } else {
-            self.empty_polls.store(0, Ordering::Relaxed);
+            thread::yield_now();
         }
         n
     }
@@ -1292,14 +1327,42 @@ impl Context {
     }
 }
 
+/// The opened devices, for [`flush_held_at_exit`].
+static LIVE: Mutex<Vec<std::sync::Weak<Live>>> = Mutex::new(Vec::new());
+
+/// At process exit (`atexit`, registered by the C layer): every device's
+/// held ACKs go out, so that a program that exits right after its last
+/// message without destroying its QP does not leave that message
+/// unacknowledged (its peer would retry, then fail the send). A device
+/// whose engine another thread holds is skipped: exit must not wait.
+pub fn flush_held_at_exit() {
+    let live: Vec<Arc<Live>> = match LIVE.try_lock() {
+        Ok(l) => l.iter().filter_map(std::sync::Weak::upgrade).collect(),
+        Err(_) => return,
+    };
+    for l in live {
+        l.flush_held();
+    }
+}
+
 /// One transmit burst (the pump's transmit half): the device's frames,
-/// with its plain ACKs held back ([`crate::ack_hold`]); then every held
-/// frame with `flush` (a request of this process is in the burst, or the
-/// progress thread is about to sleep), else those that are due.
+/// with its plain ACKs held back ([`crate::ack_hold`]) if this process
+/// posted a send in the last [`ack_hold::RECENT_POST`]; then every held
+/// frame with `flush` (a request of this process is in the burst, the
+/// program is waiting on an empty CQ, or the progress thread is about to
+/// sleep), else those that are due.
 fn transmit(e: &mut Engine, now: Instant, flush: bool) -> usize {
+    let hold = e
+        .last_send_post
+        .is_some_and(|t| now.saturating_since(t) < ack_hold::RECENT_POST);
     let Engine { dev, io, held, .. } = e;
     let mut dev_empty = false;
     io.tx_burst(BURST, &mut |buf| {
+        if !hold {
+            // A process that does not post: nothing to hold for, and held
+            // ACKs go first (they are older).
+            return held.pop_into(buf).or_else(|| dev.poll_transmit(now, buf));
+        }
         while !dev_empty {
             let Some(n) = dev.poll_transmit(now, buf) else {
                 dev_empty = true;

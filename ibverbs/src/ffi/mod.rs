@@ -294,10 +294,22 @@ unsafe extern "C" fn get_device_index(_dev: *mut ibv_device) -> c_int {
     -1
 }
 
+/// The exit hook: held ACKs go out ([`crate::engine::flush_held_at_exit`]).
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(crate::engine::flush_held_at_exit);
+}
+
 unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
     let Ok(cfg) = config() else {
         return fail(libc::EINVAL);
     };
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: `at_exit` takes nothing and never unwinds (catch_unwind).
+        // glibc's atexit from a shared object runs the handler at that
+        // object's dlclose too, so it never outlives the library's code.
+        unsafe { libc::atexit(at_exit) };
+    });
     if dev.is_null() || Some(dev) != device() {
         return fail(libc::EINVAL);
     }
