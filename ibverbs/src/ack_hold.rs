@@ -19,11 +19,14 @@
 //! empty CQ [`FLUSH_AFTER_EMPTY_POLLS`] times in a row (it waits, and may
 //! wait for the peer's answer to these ACKs: two programs whose send
 //! windows are full would otherwise wait out the hold on each other), or
-//! before the progress thread sleeps. A process that has not posted a send
-//! for [`RECENT_POST`] (a bandwidth test's receiver) holds nothing. A newer plain ACK of the same connection
-//! replaces a held one. Any other response of the device (a NAK, an RNR
-//! NAK, a READ response, an ATOMIC ACKNOWLEDGE) sends the held ACKs first,
-//! so the responses of a connection keep their order.
+//! before the progress thread sleeps, or at `ibv_destroy_qp`, device close
+//! and process exit (a program done with the connection must not leave its
+//! peer's last send unacknowledged). A process that has not posted a send
+//! for [`RECENT_POST`] (a bandwidth test's receiver) holds nothing. A newer
+//! plain ACK of the same connection replaces a held one. Any other response
+//! of the device (a NAK, an RNR NAK, a READ response, an ATOMIC
+//! ACKNOWLEDGE) sends the held ACKs first, so the responses of a connection
+//! keep their order.
 //!
 //! The requester sees what a responder that coalesces acknowledgements
 //! sends: ACKs are cumulative, and a responder need not acknowledge every
