@@ -23,7 +23,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::capture::{self, Capture, ROCE_PORT};
+use common::capture::{self, ROCE_PORT};
 use roce_kernel_peer::frames::{self, Sent};
 use roce_kernel_peer::run::{perftest_row, run_pair, PairRun, Side};
 use roce_kernel_peer::{Guest, GuestConfig, Kernel, Net};
@@ -241,10 +241,31 @@ enum Keep {
     Headers,
 }
 
-fn tmpdir(tag: &str) -> PathBuf {
+/// A temporary directory of the test's, removed on drop (on panic too)
+/// unless `ROCE_KERNEL_PEER_KEEP` is set.
+struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        if std::env::var_os("ROCE_KERNEL_PEER_KEEP").is_some() {
+            eprintln!("captures kept: {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn tmpdir(tag: &str) -> TmpDir {
     let d = std::env::temp_dir().join(format!("roce-kernel-peer-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TmpDir(d)
 }
 
 impl Lab {
@@ -430,7 +451,7 @@ fn kernel_peer_subset() {
         check_rows(&r, &what, &[2, 65536, 8 << 20]);
         eprintln!("{what}: {:.1} s", r.secs);
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     eprintln!(
         "kernel_peer_subset: {:.1} s in all",
         t0.elapsed().as_secs_f64()
@@ -712,7 +733,7 @@ fn kernel_peer_matrix() {
     ));
     std::fs::write(&out, table.join("\n") + "\n").unwrap();
     eprintln!("results: {}", out.display());
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     assert!(
         failed.is_empty(),
         "{} cases failed:\n{}",
