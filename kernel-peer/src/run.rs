@@ -165,7 +165,8 @@ fn listening_in(dir: &str, port: u16) -> bool {
 
 /// Run `prog server_args -p port` at `server` and, once it listens, `prog
 /// client_args -p port connect_to` at `client`; both killed at `timeout`
-/// (the server gets 20 s more after the client ends, to finish its side).
+/// (the server gets 20 s more after the client ends, to finish its side;
+/// the client 30 s after the server ends).
 /// `ready` runs between the two (a capture's start, say).
 #[allow(clippy::too_many_arguments)]
 pub fn run_pair(
@@ -188,8 +189,18 @@ pub fn run_pair(
     while !s.listening(server, port) && !s.finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let c = start(client, prog, &ca, "client");
-    let client_done = c.wait(deadline);
+    let mut c = start(client, prog, &ca, "client");
+    // A server that has ended (perftest's server ends on an error
+    // completion) leaves its client waiting for ever: 30 s more, then the
+    // client is killed.
+    let mut client_deadline = deadline;
+    while !c.finished() && Instant::now() < client_deadline {
+        if s.finished() {
+            client_deadline = client_deadline.min(Instant::now() + Duration::from_secs(30));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let client_done = c.wait(client_deadline);
     let server_done = s.wait(deadline.max(Instant::now() + Duration::from_secs(20)));
     PairRun {
         server: server_done,
