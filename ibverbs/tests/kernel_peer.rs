@@ -222,6 +222,8 @@ impl Lab {
 struct Measured {
     run: PairRun,
     loss: roce_kernel_peer::LossCounts,
+    /// Frames the guests' TAPs dropped towards their guests (queue full).
+    tap_drops: u64,
     /// Per participant: what it sent.
     sent: Vec<(Who, Sent)>,
     /// RoCEv2 frames captured (all files).
@@ -313,8 +315,15 @@ impl Lab {
             .unwrap_or_else(|e| panic!("capture on {iface}: {e}"));
             caps.push((who, cap, file));
         }
+        let guest_taps: Vec<String> = self.guests.iter().map(|g| g.tap.clone()).collect();
+        let before: u64 = guest_taps.iter().map(|t| self.net.tx_dropped(t)).sum();
         let run = self.run(b, server, client, prog, args, timeout);
         let loss = self.net.loss_counts();
+        let tap_drops = guest_taps
+            .iter()
+            .map(|t| self.net.tx_dropped(t))
+            .sum::<u64>()
+            .saturating_sub(before);
         std::thread::sleep(Duration::from_millis(500));
         let what = format!(
             "{prog} {} ({} server {server:?}, client {client:?})",
@@ -347,6 +356,7 @@ impl Lab {
         Measured {
             run,
             loss,
+            tap_drops,
             sent,
             frames: total,
         }
@@ -632,12 +642,12 @@ fn kernel_peer_matrix() {
     let dir = tmpdir("mx");
     let mut table = vec![
         format!("<!-- {boot} -->"),
-        "| peers | backend | loss | case | server | client | result | s | RoCE frames | dropped | retransmitted | retx/drop |".to_string(),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|".to_string(),
+        "| peers | backend | loss | case | server | client | result | s | RoCE frames | dropped (bridge) | dropped (guest TAP full) | retransmitted | retx/drop (bridge) |".to_string(),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|".to_string(),
     ];
     let mut failed = Vec::new();
     // (loss, peers) -> (dropped, retransmitted) over the cases both ran.
-    let mut sums: std::collections::BTreeMap<(u32, String), (u64, u64)> = Default::default();
+    let mut sums: std::collections::BTreeMap<(u32, String), (u64, u64, u64)> = Default::default();
     let g0 = Who::Rxe(0);
     let mut plan: Vec<(u32, Option<Backend>, Who, Who)> = Vec::new();
     for &loss in &losses {
@@ -714,6 +724,7 @@ fn kernel_peer_matrix() {
                 let e = sums.entry((loss, peers.to_string())).or_default();
                 e.0 += m.loss.dropped;
                 e.1 += repeated;
+                e.2 += m.tap_drops;
             }
             let who = |w: Who| match w {
                 Who::Stack => "stack".to_string(),
@@ -725,7 +736,7 @@ fn kernel_peer_matrix() {
                 "-".into()
             };
             let row = format!(
-                "| {peers} | {} | {} | `{line}` | {} | {} | {result} | {:.1} | {} | {} | {repeated} | {ratio} |",
+                "| {peers} | {} | {} | `{line}` | {} | {} | {result} | {:.1} | {} | {} | {} | {repeated} | {ratio} |",
                 if b.is_some() { backend.name() } else { "-" },
                 if loss == 0 { "0".to_string() } else { format!("{}%", loss as f64 / 10_000.0) },
                 who(server),
@@ -733,6 +744,7 @@ fn kernel_peer_matrix() {
                 m.run.secs,
                 m.frames,
                 m.loss.dropped,
+                m.tap_drops,
             );
             eprintln!("{row}");
             table.push(row);
@@ -740,11 +752,11 @@ fn kernel_peer_matrix() {
         }
     }
     table.push(String::new());
-    table.push("| loss | peers | dropped | retransmitted | retransmitted per dropped |".into());
-    table.push("|---|---|---|---|---|".into());
-    for ((loss, peers), (d, r)) in &sums {
+    table.push("| loss | peers | dropped (bridge) | dropped (guest TAP full) | retransmitted | retransmitted per bridge drop |".into());
+    table.push("|---|---|---|---|---|---|".into());
+    for ((loss, peers), (d, r, t)) in &sums {
         table.push(format!(
-            "| {}% | {peers} | {d} | {r} | {} |",
+            "| {}% | {peers} | {d} | {t} | {r} | {} |",
             *loss as f64 / 10_000.0,
             if *d > 0 {
                 format!("{:.2}", *r as f64 / *d as f64)

@@ -188,6 +188,21 @@ impl Net {
         Ok(())
     }
 
+    /// Frames interface `iface` of the namespace dropped on transmit
+    /// (`tx_dropped`): for a guest's TAP, frames towards the guest that
+    /// QEMU did not take in time (the TAP's queue was full), a loss besides
+    /// the one [`Net::set_loss`] adds.
+    pub fn tx_dropped(&self, iface: &str) -> u64 {
+        self.exec(&[
+            "cat",
+            &format!("/sys/class/net/{iface}/statistics/tx_dropped"),
+        ])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
+    }
+
     /// The loss rules' counters since [`Net::set_loss`] (zero without
     /// rules).
     pub fn loss_counts(&self) -> LossCounts {
