@@ -6,7 +6,7 @@
 #   scripts/kernel-peer.sh            the full matrix (every case, both
 #                                     directions, TAP and UDP, loss 0, 0.1 %,
 #                                     1 %, and rxe-to-rxe as the baseline):
-#                                     about an hour on 2 loaded cores
+#                                     two to three hours on 2 loaded cores
 #   scripts/kernel-peer.sh subset     the CI subset (what scripts/test.sh runs)
 #   scripts/kernel-peer.sh read-xfail the expected failure of issue 23
 #

@@ -129,7 +129,8 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/t
 cd /tmp/ctl || exit 1
 fail() {{ echo "error=$1" >> ready.tmp; mv ready.tmp ready; sleep 1; echo o > /proc/sysrq-trigger; sleep 60; }}
 : > ready.tmp
-echo 1 > /proc/sys/kernel/printk
+# Kernel warnings (rxe's among them) on the serial console.
+echo 4 > /proc/sys/kernel/printk
 sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 ip link set lo up
 ip link set eth0 up || fail "eth0"
@@ -155,6 +156,9 @@ while [ ! -e stop ]; do
   sleep 0.05
 done
 echo o > /proc/sysrq-trigger
+# init must outlive the power-off, or the kernel panics ("Attempted to
+# kill init") on the way down.
+sleep 30
 "#
     )
 }
