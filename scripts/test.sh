@@ -15,6 +15,14 @@
 #     links (librdmacm, libmlx5), which LD_PRELOAD sits on top of
 #   - ethtool: turns lo's UDP segmentation offload off so a capture sees
 #     each UDP GSO segment (tests/udp_wire.rs)
+#   - qemu-system-x86, busybox-static, nftables: Debian's kernel booted as
+#     the stack's rxe peer (ibverbs/tests/kernel_peer.rs, the roce-kernel-peer
+#     crate): QEMU with TCG, busybox as the initramfs's /init, nftables for
+#     loss on the bridge. The kernel package itself (linux-image-amd64, ~70
+#     MB) is downloaded by the test with `apt-get download` into
+#     ~/.cache/roce-kernel-peer ($ROCE_KERNEL_CACHE), never into the repository.
+#     (bookworm's qemu-system-x86 makes apt remove a newer backported
+#     qemu-utils, if the machine has one; the tests do not use qemu-img.)
 # `scripts/test.sh --deps-only` installs and verifies the packages, and stops.
 # Benches are compiled (cargo test --all-targets builds them) but not timed.
 # The public captures and reference vectors are read from ../shared beside the
@@ -27,7 +35,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Debian packages the tests need, decided by package status (dpkg-query), never
 # by file globs: a glob once matched libclang-cpp14's library and hid a missing
 # libclang-dev (issue 11).
-packages=(tshark libdpdk-dev dpdk-dev libclang-dev pkg-config iproute2 iputils-ping fonts-dejavu-core perftest ibverbs-utils libibverbs-dev libibverbs1 rdma-core ethtool)
+packages=(tshark libdpdk-dev dpdk-dev libclang-dev pkg-config iproute2 iputils-ping fonts-dejavu-core perftest ibverbs-utils libibverbs-dev libibverbs1 rdma-core ethtool qemu-system-x86 busybox-static nftables)
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 missing=()
 for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done

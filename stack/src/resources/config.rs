@@ -16,7 +16,12 @@ pub struct DeviceConfig {
     /// Ethernet MTU of the link, bytes (1500 by default); the active IB MTU is
     /// the largest that fits (rxe: netdev MTU − 80).
     pub netdev_mtu: usize,
-    /// Window of unacknowledged PSNs per RC QP before the requester stalls.
+    /// Window of unacknowledged PSNs per RC QP before the requester stalls
+    /// (default 128: rxe's `RXE_MAX_UNACKED_PSNS`). A wider window is
+    /// re-sent whole on every retry: against the kernel's rxe in an
+    /// emulated guest, 1024 PSNs in flight took the guest longer to work
+    /// through than seven local ACK timeouts, and `ib_write_bw` failed with
+    /// retry-exceeded (docs/kernel-peer.md).
     pub max_unacked_psns: u32,
     /// Responder: send an ACK every this many in-order request packets even
     /// without AckReq (0 = only when AckReq is set). CASES R14.
@@ -89,7 +94,7 @@ impl Default for DeviceConfig {
             mac: [0x02, 0, 0, 0, 0, 1],
             gids: Vec::new(),
             netdev_mtu: 1500,
-            max_unacked_psns: 1024,
+            max_unacked_psns: 128,
             ack_coalesce: 0,
             ackreq_interval: 64,
             cc: CcConfig::default(),
