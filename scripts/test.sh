@@ -45,7 +45,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   # tshark asks whether non-root users may capture; answer it before install.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections 2>/dev/null || true
   as_root apt-get update -qq
+  had_qemu_utils=0; installed qemu-utils && had_qemu_utils=1
   as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # A machine image may carry a newer qemu-utils (qemu-img) than Debian's,
+  # which Debian's qemu-system-x86 makes apt remove: put Debian's back so
+  # the machine keeps the tools it came with.
+  if [ "$had_qemu_utils" = 1 ] && ! installed qemu-utils; then
+    as_root apt-get install -y -qq --no-install-recommends qemu-utils >/dev/null
+  fi
 fi
 # Verify after installing: a wrong detection must fail here, on every machine.
 for p in "${packages[@]}"; do
